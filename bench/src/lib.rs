@@ -1,0 +1,1 @@
+//! Shared helpers for weir's criterion suites (see `benches/`).
