@@ -15,6 +15,7 @@ use std::time::Instant;
 #[allow(dead_code)] // helpers are used by steps as they grow
 mod setup;
 mod steps;
+mod verify;
 
 pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: cargo xtask test [--only A,B] [--skip A,B]\n       \
                  cargo xtask bench [--save NAME] [--baseline NAME] [--full]\n       \
-                 cargo xtask fuzz [--long] [TARGET...]"
+                 cargo xtask fuzz [--long | --secs N | --runs N] [TARGET...]"
             );
             Err("unknown command".into())
         }

@@ -9,6 +9,10 @@ const TEST_STEPS: &[Step] = &[
     ("fmt", fmt),
     ("unit", unit),
     ("benches-compile", benches_compile),
+    ("loom", crate::verify::loom),
+    ("miri", crate::verify::miri),
+    ("nostd", crate::verify::nostd),
+    ("fuzz-smoke", crate::verify::fuzz_smoke),
 ];
 
 pub(crate) fn test(args: &[String]) -> Result {
@@ -93,6 +97,6 @@ pub(crate) fn bench(args: &[String]) -> Result {
     run(&mut cmd)
 }
 
-pub(crate) fn fuzz(_args: &[String]) -> Result {
-    Err("no fuzz targets yet".into())
+pub(crate) fn fuzz(args: &[String]) -> Result {
+    crate::verify::fuzz(args)
 }
