@@ -39,19 +39,28 @@ fn nightly() -> Command {
 
 /// Loom models (`crates/weir-core/tests/loom_*.rs`), in release mode, in their own target
 /// dir so that the `--cfg weir_loom` build never invalidates the normal one.
+/// Also runs the `loom` modules inside the crate (`cargo test --lib -- loom`).
 pub(crate) fn loom() -> Result {
-    let loom_test = || {
+    let loom_test = |target: &[&str]| {
         let mut c = cargo();
-        c.args(["test", "--release", "-p", "weir-core", "--test", "loom_*"])
+        c.args(["test", "--release", "-p", "weir-core"])
+            .args(target)
             .env("RUSTFLAGS", "--cfg weir_loom")
             .env("CARGO_TARGET_DIR", root().join("target").join("loom"))
             .env("LOOM_MAX_PREEMPTIONS", "2");
         c
     };
+    let models: &[&str] = &["--test", "loom_*"];
+    let in_crate: &[&str] = &["--lib", "--", "loom"];
     // Build without a time limit (a cold build on a busy machine takes minutes), then
     // bound the model checking itself.
-    crate::run(loom_test().arg("--no-run"))?;
-    run_bounded(&mut loom_test(), LOOM_TIMEOUT)
+    crate::run(loom_test(&["--lib", "--test", "loom_*", "--no-run"]))?;
+    let started = Instant::now();
+    run_bounded(&mut loom_test(models), LOOM_TIMEOUT)?;
+    run_bounded(
+        &mut loom_test(in_crate),
+        LOOM_TIMEOUT.saturating_sub(started.elapsed()),
+    )
 }
 
 /// `cargo +nightly miri test -p weir-core`. Isolation is disabled because proptest reads

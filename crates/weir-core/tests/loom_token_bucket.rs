@@ -1,0 +1,127 @@
+//! Loom models of [`SharedTokenBucket`]: under every interleaving (preemption bound set by
+//! `LOOM_MAX_PREEMPTIONS`, 2 in `cargo xtask test`), concurrent acquire / refund / peek are
+//! linearizable against the single-owner [`TokenBucket`]: the decisions the threads got, and
+//! the final state word, are those of the single-owner form applied in some sequential order.
+//! That implies the bucket never over-admits and no update is lost.
+#![cfg(weir_loom)]
+
+mod loom_common;
+
+use loom::sync::Arc;
+use loom::thread;
+use loom_common::assert_linearizable;
+use weir_core::{Decision, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket};
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Acquire(u64, u64),
+    Peek(u64, u64),
+    Refund(u64, u64),
+}
+
+type Res = Option<Result<Decision, InsufficientCapacity>>;
+
+fn shared(b: &SharedTokenBucket, op: Op) -> Res {
+    match op {
+        Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
+        Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
+        Op::Refund(now, n) => {
+            b.refund(Nanos(now), n);
+            None
+        }
+    }
+}
+
+fn single(b: &mut TokenBucket, op: Op) -> Res {
+    match op {
+        Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
+        Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
+        Op::Refund(now, n) => {
+            b.refund(Nanos(now), n);
+            None
+        }
+    }
+}
+
+/// Runs `pre` sequentially, then `ops[0]` on the main thread and each other op on its own
+/// thread; checks linearizability against the single-owner form.
+fn model(rate: u64, per: u64, burst: u64, pre: &'static [Op], ops: &'static [Op]) {
+    loom::model(move || {
+        let b = Arc::new(SharedTokenBucket::new(rate, Nanos(per), burst).unwrap());
+        for &op in pre {
+            shared(&b, op);
+        }
+        let handles: Vec<_> = ops[1..]
+            .iter()
+            .map(|&op| {
+                let b = b.clone();
+                thread::spawn(move || shared(&b, op))
+            })
+            .collect();
+        let mut results = vec![shared(&b, ops[0])];
+        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let fin = u128::from(b.raw_state());
+        assert_linearizable(ops, &results, &fin, |order| {
+            let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
+            for &op in pre {
+                single(&mut tb, op);
+            }
+            let mut res = vec![None; ops.len()];
+            for &i in order {
+                res[i] = single(&mut tb, ops[i]);
+            }
+            (res, tb.state().0)
+        });
+    });
+}
+
+#[test]
+fn three_acquires_same_instant_never_over_admit() {
+    // burst 2: exactly two of three pass, whatever the interleaving.
+    model(
+        1,
+        1_000,
+        2,
+        &[],
+        &[Op::Acquire(0, 1), Op::Acquire(0, 1), Op::Acquire(0, 1)],
+    );
+}
+
+#[test]
+fn mixed_costs_and_instants() {
+    // A non-integral emission interval (3 per 1000 ns), a clock that differs per thread
+    // (one of them behind the others), and a cost equal to the burst.
+    model(
+        3,
+        1_000,
+        3,
+        &[Op::Acquire(0, 1)],
+        &[
+            Op::Acquire(400, 3),
+            Op::Acquire(0, 2),
+            Op::Acquire(1_000, 1),
+        ],
+    );
+}
+
+#[test]
+fn refund_races_acquire_and_peek() {
+    model(
+        1,
+        1_000,
+        2,
+        &[Op::Acquire(0, 2)],
+        &[Op::Refund(0, 1), Op::Acquire(0, 1), Op::Peek(0, 1)],
+    );
+}
+
+#[test]
+fn zero_cost_and_insufficient_capacity_do_not_write() {
+    model(
+        2,
+        1_000,
+        2,
+        &[Op::Acquire(0, 1)],
+        &[Op::Acquire(0, 0), Op::Acquire(0, 3), Op::Acquire(0, 1)],
+    );
+}

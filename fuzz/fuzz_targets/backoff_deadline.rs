@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::backoff_deadline::Input| weir_fuzz::backoff_deadline::check(input));

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::retry_budget::Input| weir_fuzz::retry_budget::check(input));

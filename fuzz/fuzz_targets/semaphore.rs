@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::semaphore::Input| weir_fuzz::semaphore::check(input));

@@ -1,0 +1,275 @@
+//! Token bucket (GCRA): single-owner vs an exact rational model vs the shared form.
+//!
+//! The model keeps the theoretical arrival time in units of `1/k` ns where `per/rate =
+//! t/k` in lowest terms, so every decision is an exact integer comparison
+//! (`max(TAT, now) + cost·t − now ≤ burst·t`). Checked on every operation:
+//! - verdict, `remaining`, `retry_after`, `reset_after` equal the model's;
+//! - `retry_after` is tight: the same cost fits at `now + retry_after` and not one ns before;
+//! - `remaining` is tight: `remaining` fits now, `remaining + 1` does not;
+//! - `reset_after` is tight: `remaining` grows at `now + reset_after`, not one ns before;
+//! - a clock read earlier than the latest seen never shows more tokens than the latest;
+//! - reconfiguration carries the tokens in use (rounded up, capped at the new burst);
+//! - the shared form returns identical decisions while every instant is within its
+//!   documented horizon, and never panics beyond it.
+
+use crate::num::{N, Tick};
+use arbitrary::Arbitrary;
+use weir_core::{Decision, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket, Verdict};
+
+/// A configuration and an operation sequence.
+#[derive(Debug, Arbitrary)]
+pub struct Input {
+    rate: N,
+    per: N,
+    burst: N,
+    ops: Vec<Op>,
+}
+
+/// One operation.
+#[derive(Debug, Arbitrary)]
+pub enum Op {
+    /// Acquire a cost at the current instant.
+    Acquire(N),
+    /// Peek a cost.
+    Peek(N),
+    /// Refund tokens.
+    Refund(N),
+    /// Move the clock.
+    Clock(Tick),
+    /// Change the parameters, keeping the state.
+    Reconfigure {
+        /// New rate.
+        rate: N,
+        /// New period.
+        per: N,
+        /// New burst.
+        burst: N,
+    },
+}
+
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The exact rational GCRA.
+#[derive(Debug, Clone)]
+struct Model {
+    burst: u64,
+    /// units per ns
+    k: u128,
+    /// units per token
+    t: u128,
+    /// burst · t
+    w: u128,
+    /// TAT in units (0 = full at every instant)
+    tat: u128,
+}
+
+impl Model {
+    fn new(rate: u64, per: u64, burst: u64) -> Model {
+        let g = gcd(per, rate);
+        let (k, t) = (u128::from(rate / g), u128::from(per / g));
+        Model {
+            burst,
+            k,
+            t,
+            w: u128::from(burst) * t,
+            tat: 0,
+        }
+    }
+    fn now_u(&self, now: u64) -> u128 {
+        u128::from(now) * self.k
+    }
+    fn ahead(&self, now: u64) -> u128 {
+        self.tat.saturating_sub(self.now_u(now))
+    }
+    fn ns_ceil(&self, units: u128) -> Nanos {
+        Nanos(u64::try_from(units.div_ceil(self.k)).unwrap_or(u64::MAX))
+    }
+    /// remaining and reset_after when the TAT is `ahead` units after now.
+    fn levels(&self, ahead: u128) -> (u64, Nanos) {
+        if ahead == 0 {
+            return (self.burst, Nanos::ZERO);
+        }
+        if ahead <= self.w {
+            let q = (self.w - ahead) / self.t;
+            // `remaining` grows when ahead falls to w − (q+1)·t
+            (q as u64, self.ns_ceil(ahead - (self.w - (q + 1) * self.t)))
+        } else {
+            (0, self.ns_ceil(ahead - self.w + self.t))
+        }
+    }
+    fn decide(&self, now: u64, cost: u64) -> (Result<Decision, InsufficientCapacity>, Option<u128>) {
+        if cost > self.burst {
+            let e = InsufficientCapacity {
+                cost,
+                capacity: self.burst,
+            };
+            return (Err(e), None);
+        }
+        let ahead = self.ahead(now);
+        let need = u128::from(cost) * self.t;
+        if ahead + need <= self.w {
+            let (remaining, reset_after) = self.levels(ahead + need);
+            let d = Decision {
+                verdict: Verdict::Admit,
+                remaining,
+                retry_after: Nanos::ZERO,
+                reset_after,
+            };
+            let tat = (cost != 0).then(|| self.now_u(now) + ahead + need);
+            (Ok(d), tat)
+        } else {
+            let (remaining, reset_after) = self.levels(ahead);
+            let d = Decision {
+                verdict: Verdict::Reject,
+                remaining,
+                retry_after: self.ns_ceil(ahead + need - self.w),
+                reset_after,
+            };
+            (Ok(d), None)
+        }
+    }
+    fn acquire(&mut self, now: u64, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        let (d, tat) = self.decide(now, cost);
+        if let Some(tat) = tat {
+            self.tat = tat;
+        }
+        d
+    }
+    fn refund(&mut self, now: u64, n: u64) {
+        let ahead = self.ahead(now);
+        if ahead != 0 {
+            // The core saturates `n · t` at u64::MAX units; only differs from the exact
+            // product when more than 2^64 units are in use, i.e. after a rewind far below
+            // the TAT (and then the core gives back less: conservative).
+            let back = (u128::from(n) * self.t).min(u128::from(u64::MAX));
+            self.tat = self.now_u(now) + ahead.saturating_sub(back);
+        }
+    }
+}
+
+fn check_tight(tb: &TokenBucket, now: u64, cost: u64, d: &Decision) {
+    let cap = tb.algorithm().burst();
+    if d.verdict == Verdict::Reject {
+        let r = d.retry_after.0;
+        assert!(r > 0, "reject with zero retry_after: {d:?}");
+        if let Some(at) = now.checked_add(r) {
+            let later = tb.peek(Nanos(at), cost).unwrap();
+            assert!(
+                later.is_allowed(),
+                "cost {cost} rejected at {now} with retry_after {r}, still rejected then: {later:?}"
+            );
+            let before = tb.peek(Nanos(at - 1), cost).unwrap();
+            assert!(!before.is_allowed(), "retry_after {r} not tight: fits 1 ns earlier");
+        }
+    } else {
+        assert_eq!(d.retry_after, Nanos::ZERO);
+    }
+    // remaining is exact after this decision
+    assert!(d.remaining <= cap);
+    assert!(tb.peek(Nanos(now), d.remaining).unwrap().is_allowed());
+    if d.remaining < cap {
+        assert!(!tb.peek(Nanos(now), d.remaining + 1).unwrap().is_allowed());
+    }
+    // reset_after: zero iff full; remaining grows exactly then
+    assert_eq!(d.reset_after.is_zero(), d.remaining == cap && tb.is_fresh(Nanos(now)));
+    if !d.reset_after.is_zero() {
+        if let Some(at) = now.checked_add(d.reset_after.0) {
+            let grown = tb.peek(Nanos(at), 0).unwrap().remaining;
+            assert!(grown > d.remaining, "reset_after {:?} but remaining still {grown}", d.reset_after);
+            let still = tb.peek(Nanos(at - 1), 0).unwrap().remaining;
+            assert_eq!(still, d.remaining, "reset_after {:?} not tight", d.reset_after);
+        }
+    }
+}
+
+/// Runs one input.
+pub fn check(input: Input) {
+    let Ok(mut tb) = TokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0) else {
+        assert!(SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).is_err());
+        return;
+    };
+    let mut shared = SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut model = Model::new(input.rate.0, input.per.0, input.burst.0);
+    let mut horizon = shared.config().horizon().0;
+    let (mut now, mut latest) = (0u64, 0u64);
+    for op in input.ops.into_iter().take(256) {
+        // The shared form is exact while every instant is within its horizon.
+        let exact = latest <= horizon;
+        match op {
+            Op::Acquire(N(cost)) | Op::Peek(N(cost)) => {
+                let acquire = matches!(op, Op::Acquire(_));
+                let before = tb.clone();
+                let (d, s) = if acquire {
+                    (tb.acquire(Nanos(now), cost), shared.acquire(Nanos(now), cost))
+                } else {
+                    (tb.peek(Nanos(now), cost), shared.peek(Nanos(now), cost))
+                };
+                let m = if acquire {
+                    model.acquire(now, cost)
+                } else {
+                    model.decide(now, cost).0
+                };
+                assert_eq!(d, m, "single-owner vs model at {now}, cost {cost}");
+                if exact {
+                    assert_eq!(d, s, "shared vs single-owner at {now}, cost {cost}");
+                }
+                if let Ok(d) = d {
+                    // The decision describes the bucket after the acquisition (a peek
+                    // describes what an acquire would leave).
+                    let mut after = before.clone();
+                    let _ = after.acquire(Nanos(now), cost);
+                    check_tight(&after, now, cost, &d);
+                    if now < latest {
+                        // a rewind never shows more tokens than the latest instant
+                        let at_latest = before.peek(Nanos(latest), 0).unwrap().remaining;
+                        let here = before.peek(Nanos(now), 0).unwrap().remaining;
+                        assert!(here <= at_latest, "rewind to {now} shows {here} > {at_latest}");
+                    }
+                } else {
+                    assert!(cost > tb.algorithm().burst());
+                }
+            }
+            Op::Refund(N(n)) => {
+                tb.refund(Nanos(now), n);
+                shared.refund(Nanos(now), n);
+                model.refund(now, n);
+                assert!(tb.peek(Nanos(now), 0).unwrap().remaining <= tb.algorithm().burst());
+            }
+            Op::Clock(tick) => {
+                now = tick.apply(now);
+                latest = latest.max(now);
+            }
+            Op::Reconfigure { rate, per, burst } => {
+                let old = tb.clone();
+                let r = tb.reconfigure(Nanos(now), rate.0, Nanos(per.0), burst.0);
+                let rs = shared.reconfigure(Nanos(now), rate.0, Nanos(per.0), burst.0);
+                assert_eq!(r.is_ok(), rs.is_ok());
+                if r.is_err() {
+                    continue;
+                }
+                // tokens in use carry over: ahead_new / t_new ∈ [used, used + 1 unit)
+                let new = Model::new(rate.0, per.0, burst.0);
+                let old_ahead = model.ahead(now).min(model.w);
+                let new_ahead = tb.state().0.saturating_sub(new.now_u(now));
+                let want = (old_ahead * new.t).min(new.w * model.t); // in units·units
+                assert!(new_ahead <= new.w, "carried beyond an empty bucket");
+                assert!(new_ahead * model.t >= want, "reconfigure lost tokens in use");
+                assert!(
+                    new_ahead == 0 || (new_ahead - 1) * model.t < want,
+                    "reconfigure rounded up by more than one unit ({old:?} → {tb:?})"
+                );
+                model = new;
+                model.tat = tb.state().0;
+                horizon = horizon.min(shared.config().horizon().0);
+            }
+        }
+        if exact && latest <= horizon {
+            assert_eq!(tb.is_fresh(Nanos(now)), shared.is_fresh(Nanos(now)));
+        }
+    }
+}
