@@ -33,11 +33,28 @@ extern crate std;
 
 pub(crate) mod sync;
 
+pub mod backoff;
+pub mod breaker;
+pub mod deadline;
 pub mod decision;
+pub mod error;
+#[doc(hidden)]
+pub mod reference;
+pub mod retry_budget;
 pub mod rng;
+pub mod semaphore;
 pub mod time;
 
+pub use backoff::{Backoff, BackoffSequence, Jitter};
+pub use breaker::{
+    Admission, Admitted, Breaker, BreakerConfig, BreakerState, Cooldown, RejectReason, Rejected,
+    SharedBreaker, SlowCall, Ticket, Transition,
+};
+pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
+pub use error::ConfigError;
+pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use rng::{Rng, SplitMix64};
 #[cfg(feature = "std")]
 pub use time::StdClock;
