@@ -31,6 +31,7 @@
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub(crate) mod arith;
 pub(crate) mod sync;
 
 pub mod backoff;
@@ -38,12 +39,14 @@ pub mod breaker;
 pub mod deadline;
 pub mod decision;
 pub mod error;
+pub mod limiter;
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;
 pub mod rng;
 pub mod semaphore;
 pub mod time;
+pub mod token_bucket;
 
 pub use backoff::{Backoff, BackoffSequence, Jitter};
 pub use breaker::{
@@ -53,9 +56,11 @@ pub use breaker::{
 pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
+pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
-pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use rng::{Rng, SplitMix64};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
