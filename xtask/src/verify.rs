@@ -54,7 +54,7 @@ pub(crate) fn loom() -> Result {
     let in_crate: &[&str] = &["--lib", "--", "loom"];
     // Build without a time limit (a cold build on a busy machine takes minutes), then
     // bound the model checking itself.
-    crate::run(loom_test(&["--lib", "--test", "loom_*", "--no-run"]))?;
+    crate::run(&mut loom_test(&["--lib", "--test", "loom_*", "--no-run"]))?;
     let started = Instant::now();
     run_bounded(&mut loom_test(models), LOOM_TIMEOUT)?;
     run_bounded(
