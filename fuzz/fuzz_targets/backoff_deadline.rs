@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|input: weir_fuzz::backoff_deadline::Input| weir_fuzz::backoff_deadline::check(input));
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::backoff_deadline::Input| {
+    weir_fuzz::backoff_deadline::check(input)
+});

@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|input: weir_fuzz::retry_budget::Input| weir_fuzz::retry_budget::check(input));
+libfuzzer_sys::fuzz_target!(
+    |input: weir_fuzz::retry_budget::Input| weir_fuzz::retry_budget::check(input)
+);

@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|input: weir_fuzz::semaphore::Input| weir_fuzz::semaphore::check(input));
+libfuzzer_sys::fuzz_target!(
+    |input: weir_fuzz::semaphore::Input| weir_fuzz::semaphore::check(input)
+);

@@ -29,10 +29,19 @@ pub struct Input {
 
 /// Runs one input.
 pub fn check(input: Input) {
-    let jitter = [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated]
-        [usize::from(input.jitter % 4)];
+    let jitter = [
+        Jitter::None,
+        Jitter::Full,
+        Jitter::Equal,
+        Jitter::Decorrelated,
+    ][usize::from(input.jitter % 4)];
     let mut rng = SplitMix64::new(input.seed);
-    if let Ok(b) = Backoff::new(Nanos(input.base.0), Nanos(input.max.0), input.multiplier_milli, jitter) {
+    if let Ok(b) = Backoff::new(
+        Nanos(input.base.0),
+        Nanos(input.max.0),
+        input.multiplier_milli,
+        jitter,
+    ) {
         let mut seq = b.sequence();
         let mut seq_rng = SplitMix64::new(input.seed ^ 1);
         let mut twin_rng = SplitMix64::new(input.seed ^ 1);
@@ -63,10 +72,18 @@ pub fn check(input: Input) {
                 Jitter::Full => assert!(d <= s),
                 Jitter::Equal => assert!(d >= Nanos(s.0 / 2) && d <= s),
                 Jitter::Decorrelated => {
-                    let p = b.schedule(attempt.saturating_sub(1)).max(if attempt <= 1 { b.base() } else { Nanos::ZERO });
+                    let p = b.schedule(attempt.saturating_sub(1)).max(if attempt <= 1 {
+                        b.base()
+                    } else {
+                        Nanos::ZERO
+                    });
                     let hi = b.base().max(p.saturating_mul(3)).min(b.max());
                     if attempt > 0 {
-                        assert!(d <= hi && d >= b.base().min(hi), "decorrelated {d:?} outside [{:?}, {hi:?}]", b.base().min(hi));
+                        assert!(
+                            d <= hi && d >= b.base().min(hi),
+                            "decorrelated {d:?} outside [{:?}, {hi:?}]",
+                            b.base().min(hi)
+                        );
                     }
                 }
             }

@@ -3,7 +3,7 @@
 //! the same `available`; every grant is allowed by the exact model (never over-grants);
 //! `available` never exceeds the exact model's.
 
-use crate::num::{N, Tick};
+use crate::num::Tick;
 use arbitrary::Arbitrary;
 use weir_core::reference::RetryBudgetModel;
 use weir_core::{Nanos, RetryBudget, RetryBudgetConfig, SharedRetryBudget};
@@ -38,7 +38,8 @@ pub enum Op {
 
 /// Runs one input.
 pub fn check(input: Input) {
-    let ttl = Nanos::from_secs(u64::from(input.ttl_s)).saturating_add(Nanos(u64::from(input.ttl_extra)));
+    let ttl =
+        Nanos::from_secs(u64::from(input.ttl_s)).saturating_add(Nanos(u64::from(input.ttl_extra)));
     let min = u32::from(input.min_per_sec);
     let Ok(cfg) = RetryBudgetConfig::new(input.ratio_ppm, min, ttl) else {
         return;
@@ -79,7 +80,10 @@ pub fn check(input: Input) {
             Op::Available => {
                 let a = single.available(t);
                 assert_eq!(a, shared.available(t), "available differs at {now}");
-                assert!(u128::from(a) <= model.available(t), "available above the exact model");
+                assert!(
+                    u128::from(a) <= model.available(t),
+                    "available above the exact model"
+                );
             }
             Op::Clock(tick) => now = tick.apply(now),
             Op::Step(d) => now = now.saturating_add(u64::from(d)),

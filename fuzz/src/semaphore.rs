@@ -28,6 +28,7 @@ pub enum Op {
     Drop(u8),
 }
 
+#[allow(dead_code)] // held only to be dropped
 enum Held<'a> {
     Borrowed(Permit<'a>),
     Owned(OwnedPermit<&'a Semaphore>),

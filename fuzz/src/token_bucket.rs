@@ -102,7 +102,11 @@ impl Model {
             (0, self.ns_ceil(ahead - self.w + self.t))
         }
     }
-    fn decide(&self, now: u64, cost: u64) -> (Result<Decision, InsufficientCapacity>, Option<u128>) {
+    fn decide(
+        &self,
+        now: u64,
+        cost: u64,
+    ) -> (Result<Decision, InsufficientCapacity>, Option<u128>) {
         if cost > self.burst {
             let e = InsufficientCapacity {
                 cost,
@@ -157,32 +161,50 @@ fn check_tight(tb: &TokenBucket, now: u64, cost: u64, d: &Decision) {
     if d.verdict == Verdict::Reject {
         let r = d.retry_after.0;
         assert!(r > 0, "reject with zero retry_after: {d:?}");
-        if let Some(at) = now.checked_add(r) {
+        // (When the wait reaches the end of time, u64::MAX ns, it saturates: skip.)
+        if let Some(at) = now.checked_add(r).filter(|&at| at < u64::MAX) {
             let later = tb.peek(Nanos(at), cost).unwrap();
             assert!(
                 later.is_allowed(),
                 "cost {cost} rejected at {now} with retry_after {r}, still rejected then: {later:?}"
             );
             let before = tb.peek(Nanos(at - 1), cost).unwrap();
-            assert!(!before.is_allowed(), "retry_after {r} not tight: fits 1 ns earlier");
+            assert!(
+                !before.is_allowed(),
+                "retry_after {r} not tight: fits 1 ns earlier"
+            );
         }
     } else {
         assert_eq!(d.retry_after, Nanos::ZERO);
     }
-    // remaining is exact after this decision
+    // remaining is exact after this decision. (A bucket read from before its TAT by more
+    // than the burst — a rewound clock — is in debt: it rejects even cost 0.)
     assert!(d.remaining <= cap);
-    assert!(tb.peek(Nanos(now), d.remaining).unwrap().is_allowed());
+    if d.remaining > 0 {
+        assert!(tb.peek(Nanos(now), d.remaining).unwrap().is_allowed());
+    }
     if d.remaining < cap {
         assert!(!tb.peek(Nanos(now), d.remaining + 1).unwrap().is_allowed());
     }
     // reset_after: zero iff full; remaining grows exactly then
-    assert_eq!(d.reset_after.is_zero(), d.remaining == cap && tb.is_fresh(Nanos(now)));
+    assert_eq!(
+        d.reset_after.is_zero(),
+        d.remaining == cap && tb.is_fresh(Nanos(now))
+    );
     if !d.reset_after.is_zero() {
-        if let Some(at) = now.checked_add(d.reset_after.0) {
+        if let Some(at) = now.checked_add(d.reset_after.0).filter(|&at| at < u64::MAX) {
             let grown = tb.peek(Nanos(at), 0).unwrap().remaining;
-            assert!(grown > d.remaining, "reset_after {:?} but remaining still {grown}", d.reset_after);
+            assert!(
+                grown > d.remaining,
+                "reset_after {:?} but remaining still {grown}",
+                d.reset_after
+            );
             let still = tb.peek(Nanos(at - 1), 0).unwrap().remaining;
-            assert_eq!(still, d.remaining, "reset_after {:?} not tight", d.reset_after);
+            assert_eq!(
+                still, d.remaining,
+                "reset_after {:?} not tight",
+                d.reset_after
+            );
         }
     }
 }
@@ -193,7 +215,8 @@ pub fn check(input: Input) {
         assert!(SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).is_err());
         return;
     };
-    let mut shared = SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut shared =
+        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
     let mut model = Model::new(input.rate.0, input.per.0, input.burst.0);
     let mut horizon = shared.config().horizon().0;
     let (mut now, mut latest) = (0u64, 0u64);
@@ -205,7 +228,10 @@ pub fn check(input: Input) {
                 let acquire = matches!(op, Op::Acquire(_));
                 let before = tb.clone();
                 let (d, s) = if acquire {
-                    (tb.acquire(Nanos(now), cost), shared.acquire(Nanos(now), cost))
+                    (
+                        tb.acquire(Nanos(now), cost),
+                        shared.acquire(Nanos(now), cost),
+                    )
                 } else {
                     (tb.peek(Nanos(now), cost), shared.peek(Nanos(now), cost))
                 };
@@ -228,7 +254,10 @@ pub fn check(input: Input) {
                         // a rewind never shows more tokens than the latest instant
                         let at_latest = before.peek(Nanos(latest), 0).unwrap().remaining;
                         let here = before.peek(Nanos(now), 0).unwrap().remaining;
-                        assert!(here <= at_latest, "rewind to {now} shows {here} > {at_latest}");
+                        assert!(
+                            here <= at_latest,
+                            "rewind to {now} shows {here} > {at_latest}"
+                        );
                     }
                 } else {
                     assert!(cost > tb.algorithm().burst());
@@ -258,7 +287,10 @@ pub fn check(input: Input) {
                 let new_ahead = tb.state().0.saturating_sub(new.now_u(now));
                 let want = (old_ahead * new.t).min(new.w * model.t); // in units·units
                 assert!(new_ahead <= new.w, "carried beyond an empty bucket");
-                assert!(new_ahead * model.t >= want, "reconfigure lost tokens in use");
+                assert!(
+                    new_ahead * model.t >= want,
+                    "reconfigure lost tokens in use"
+                );
                 assert!(
                     new_ahead == 0 || (new_ahead - 1) * model.t < want,
                     "reconfigure rounded up by more than one unit ({old:?} → {tb:?})"
