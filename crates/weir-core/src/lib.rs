@@ -49,8 +49,8 @@ pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
-pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use rng::{Rng, SplitMix64};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
