@@ -119,7 +119,9 @@ mod tests {
             }
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..2000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let n = x >> (x % 64);
                 assert_eq!(dv.div(n), n / d);
             }

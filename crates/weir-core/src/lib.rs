@@ -31,6 +31,7 @@ pub(crate) mod sync;
 
 pub mod decision;
 pub mod error;
+pub mod leaky_bucket;
 pub mod limiter;
 pub mod rng;
 pub mod time;
@@ -38,9 +39,10 @@ pub mod token_bucket;
 
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
+pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
-pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use rng::{Rng, SplitMix64};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
