@@ -31,18 +31,27 @@ pub(crate) mod sync;
 
 pub mod decision;
 pub mod error;
+pub mod keyed;
 pub mod leaky_bucket;
 pub mod limiter;
 pub mod rng;
+pub mod sliding_log;
 pub mod time;
 pub mod token_bucket;
+pub mod window;
 
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
+pub use keyed::{KeyedDecision, KeyedLimiter, KeyedTokenBuckets, Slot};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
 pub use rng::{Rng, SplitMix64};
+pub use sliding_log::{SlidingLog, SlidingLogConfig};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
 pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use window::{
+    FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
+    SlidingWindowConfig,
+};
