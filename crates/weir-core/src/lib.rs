@@ -34,6 +34,9 @@ pub mod error;
 pub mod keyed;
 pub mod leaky_bucket;
 pub mod limiter;
+#[cfg(any(test, feature = "reference"))]
+#[doc(hidden)]
+pub mod reference;
 pub mod rng;
 pub mod sliding_log;
 pub mod time;

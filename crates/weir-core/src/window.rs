@@ -409,29 +409,25 @@ impl SlidingWindowConfig {
         }
     }
 
-    /// Time from the view's instant until the estimate drops by one; zero when empty.
+    /// Time from the view's instant until `remaining` (`limit − min(est, limit)`) grows by
+    /// one; zero when empty.
     fn time_until_less(&self, v: &View) -> u64 {
-        let w = self.window.divisor();
-        let to_end = w - v.e;
-        if v.pw > 0 {
-            match self.weight_at_most(v.prev, v.pw - 1) {
-                Some(e) => e.saturating_sub(v.e),
-                None => to_end,
-            }
-        } else if v.cur > 0 {
-            let e = self.weight_at_most(v.cur, v.cur - 1).unwrap_or(w);
-            to_end.saturating_add(e)
-        } else {
-            0
+        let est = v.pw + v.cur;
+        if est == 0 {
+            return 0;
         }
+        let r0 = self.limit - est.min(self.limit);
+        self.time_until_fits(v, r0 + 1)
     }
 
     fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         let v = self.view(word, now);
         // Times are measured from the view's instant; under a rewind that instant is the
         // start of the stored window, later than `now`: add the difference.
-        let base = until_end(v.idx, self.window.divisor(), now.0)
-            .saturating_sub(self.window.divisor() - v.e);
+        let base = {
+            let at = v.idx as u128 * self.window.divisor() as u128 + v.e as u128;
+            u64::try_from(at.saturating_sub(now.0 as u128)).unwrap_or(u64::MAX)
+        };
         let est = v.pw + v.cur;
         if est + cost <= self.limit {
             let after = View {
