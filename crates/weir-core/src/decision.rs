@@ -62,4 +62,4 @@ impl fmt::Display for InsufficientCapacity {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for InsufficientCapacity {}
+impl core::error::Error for InsufficientCapacity {}

@@ -37,4 +37,4 @@ impl fmt::Display for ConfigError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}

@@ -574,7 +574,7 @@ mod tests {
     #[cfg(feature = "std")]
     #[test]
     fn concurrent_threads_never_over_admit() {
-        use std::sync::atomic::AtomicU64 as StdAtomic;
+        use core::sync::atomic::AtomicU64 as StdAtomic;
         let cfg = TokenBucketConfig::new(1, Nanos(S), 5).unwrap();
         let slots: std::vec::Vec<Slot> = (0..8).map(|_| Slot::new()).collect();
         let table = KeyedTokenBuckets::new(cfg, slots.into_boxed_slice());
@@ -593,13 +593,13 @@ mod tests {
                         let now = Nanos(i * 1000);
                         let d = table.acquire(key, now, 1).unwrap();
                         if !d.overflow && key <= 3 && d.decision.is_allowed() {
-                            admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            admitted.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                         }
                     }
                 });
             }
         });
         // 3 keys × burst 5, time spans 2 ms (no refill at 1/s): at most 15 admitted.
-        assert!(admitted.load(std::sync::atomic::Ordering::Relaxed) <= 15);
+        assert!(admitted.load(core::sync::atomic::Ordering::Relaxed) <= 15);
     }
 }

@@ -397,10 +397,10 @@ impl SlidingWindowConfig {
     /// Time from the view's instant until `pw' + cur' + cost ≤ limit`.
     fn time_until_fits(&self, v: &View, cost: u64) -> u64 {
         let w = self.window.divisor();
-        if v.cur + cost <= self.limit {
-            if let Some(e) = self.weight_at_most(v.prev, self.limit - v.cur - cost) {
-                return e.saturating_sub(v.e);
-            }
+        if v.cur + cost <= self.limit
+            && let Some(e) = self.weight_at_most(v.prev, self.limit - v.cur - cost)
+        {
+            return e.saturating_sub(v.e);
         }
         let to_end = w - v.e;
         match self.weight_at_most(v.cur, self.limit - cost) {

@@ -149,8 +149,8 @@ proptest! {
         let (mut now, mut admitted) = (0u64, 0u128);
         for (dt, c) in steps {
             now += dt;
-            if let Ok(d) = tb.acquire(Nanos(now), c) {
-                if d.is_allowed() { admitted += c as u128; }
+            if let Ok(d) = tb.acquire(Nanos(now), c) && d.is_allowed() {
+                admitted += c as u128;
             }
             prop_assert!(admitted * per as u128 <= burst as u128 * per as u128 + rate as u128 * now as u128);
         }
