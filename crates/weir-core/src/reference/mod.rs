@@ -424,3 +424,6 @@ impl<R: Rng> BreakerModel<R> {
         }
     }
 }
+
+mod limiters;
+pub use limiters::*;
