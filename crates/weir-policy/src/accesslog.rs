@@ -92,13 +92,14 @@ impl AccessLog {
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
                     let mut acks = Vec::new();
-                    let mut handle = |m: Msg, w: &mut std::io::BufWriter<Box<dyn Write + Send>>| match m {
-                        Msg::Line(l) => {
-                            let _ = w.write_all(l.as_bytes());
-                            let _ = w.write_all(b"\n");
-                        }
-                        Msg::Flush(ack) => acks.push(ack),
-                    };
+                    let mut handle =
+                        |m: Msg, w: &mut std::io::BufWriter<Box<dyn Write + Send>>| match m {
+                            Msg::Line(l) => {
+                                let _ = w.write_all(l.as_bytes());
+                                let _ = w.write_all(b"\n");
+                            }
+                            Msg::Flush(ack) => acks.push(ack),
+                        };
                     handle(first, &mut w);
                     while let Ok(m) = rx.try_recv() {
                         handle(m, &mut w);

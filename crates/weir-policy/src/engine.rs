@@ -2,8 +2,8 @@
 
 use crate::accesslog::{AccessLog, AttemptRec, Record, now_rfc3339};
 use crate::concurrency::ConcurrencyState;
-use crate::config::{self, ConfigError};
 use crate::config::raw::Scope;
+use crate::config::{self, ConfigError};
 use crate::flow::{Flow, RequestInfo};
 use crate::glue::{self, BreakerState};
 use crate::metrics::{self, Metrics};
@@ -122,7 +122,11 @@ impl Engine {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::plain(&origin, format!("cannot read: {e}")))?;
         let set = config::parse(&text, &origin)?;
-        Self::build(set, Source::File(path.to_path_buf()), Arc::new(StdClock::new()))
+        Self::build(
+            set,
+            Source::File(path.to_path_buf()),
+            Arc::new(StdClock::new()),
+        )
     }
 
     /// Same from text; `origin` is the name used in errors (e.g. `"demo.toml"`).
@@ -204,7 +208,11 @@ impl Engine {
         let server = apply_overrides(&cur.set.server, &o)?;
         let mut set = (*cur.set).clone();
         set.server = Arc::new(server);
-        *self.inner.overrides.lock().unwrap_or_else(|p| p.into_inner()) = o;
+        *self
+            .inner
+            .overrides
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = o;
         self.inner.live.store(Arc::new(Live {
             revision: cur.revision,
             set: Arc::new(set),
@@ -464,12 +472,18 @@ impl Inner {
     }
 
     /// Reads the breaker's state, counting any transitions into the metrics.
-    pub(crate) fn observe_breaker(&self, route: &str, b: &BreakerRuntime, now: Nanos) -> BreakerState {
+    pub(crate) fn observe_breaker(
+        &self,
+        route: &str,
+        b: &BreakerRuntime,
+        now: Nanos,
+    ) -> BreakerState {
         let mut buf = b.observe.lock().unwrap_or_else(|p| p.into_inner());
         let st = b.core.state(now);
         b.core.take_transitions(&mut buf);
         for (from, to) in buf.drain(..) {
-            self.metrics.count_transition(route, from.label(), to.label());
+            self.metrics
+                .count_transition(route, from.label(), to.label());
         }
         self.metrics
             .breaker_state

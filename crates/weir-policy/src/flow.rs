@@ -194,7 +194,11 @@ impl Flow {
         };
         let p = &route.policy;
         f.deadline = now + ns(p.timeouts.total.0);
-        f.idempotent = p.retry.methods.iter().any(|m| m.eq_ignore_ascii_case(req.method))
+        f.idempotent = p
+            .retry
+            .methods
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(req.method))
             || req
                 .headers
                 .get(&p.retry.idempotency_header)
@@ -217,7 +221,11 @@ impl Flow {
                     };
                     if rl.mode == Mode::Shadow {
                         f.shadow = Some(reason);
-                        f.inner.metrics.shadow.get_or_create(&metrics::route(&p.id)).inc();
+                        f.inner
+                            .metrics
+                            .shadow
+                            .get_or_create(&metrics::route(&p.id))
+                            .inc();
                     } else {
                         f.early = Some((status, reason));
                     }
@@ -356,7 +364,9 @@ impl Flow {
                     let req = StoreRequest {
                         key: store_key(&p.id, &desc.digest),
                         route: p.id.clone(),
-                        limit: route.global.unwrap_or(crate::store::GlobalLimit::from(&rl.algorithm)),
+                        limit: route
+                            .global
+                            .unwrap_or(crate::store::GlobalLimit::from(&rl.algorithm)),
                         cost: 1,
                     };
                     match self.store_acquire(timer, req).await {
@@ -391,7 +401,8 @@ impl Flow {
             if let Some(d) = decision {
                 self.remaining = Some(d.remaining);
                 let now = self.now();
-                let over_budget = matches!(d.verdict, Verdict::Delay(dl) if now + dl > self.deadline);
+                let over_budget =
+                    matches!(d.verdict, Verdict::Delay(dl) if now + dl > self.deadline);
                 let rejected = d.verdict == Verdict::Reject || over_budget;
                 let t = if d.verdict == Verdict::Reject {
                     d.retry_after.as_secs_ceil().max(1)
@@ -524,7 +535,8 @@ impl Flow {
         });
         self.inner.metrics.count_attempt(&p.id, result.label());
         if let Some(b) = &route.breaker {
-            b.core.record(now, b.params.failure_on.matches(&result), elapsed);
+            b.core
+                .record(now, b.params.failure_on.matches(&result), elapsed);
             self.inner.observe_breaker(&p.id, b, now);
         }
 
@@ -569,7 +581,12 @@ impl Flow {
         }
     }
 
-    fn may_retry(&mut self, route: &RouteRuntime, result: &AttemptResult, now: Nanos) -> Option<Nanos> {
+    fn may_retry(
+        &mut self,
+        route: &RouteRuntime,
+        result: &AttemptResult,
+        now: Nanos,
+    ) -> Option<Nanos> {
         let p = &route.policy;
         let rt = &p.retry;
         if !rt.on.matches(result)
@@ -579,8 +596,12 @@ impl Flow {
         {
             return None;
         }
-        let backoff =
-            crate::glue::backoff_delay(&rt.backoff, self.attempt_no, self.backoff_prev, &mut self.rng);
+        let backoff = crate::glue::backoff_delay(
+            &rt.backoff,
+            self.attempt_no,
+            self.backoff_prev,
+            &mut self.rng,
+        );
         if now + backoff + ns(p.timeouts.min_try.0) > self.deadline {
             return None;
         }
@@ -636,7 +657,10 @@ impl Flow {
             self.inflight = false;
             m.inflight.get_or_create(&metrics::route(&route)).dec();
         }
-        let rl = self.route.as_ref().and_then(|r| r.policy.rate_limit.as_ref());
+        let rl = self
+            .route
+            .as_ref()
+            .and_then(|r| r.policy.rate_limit.as_ref());
         let reason = match self.outcome {
             Some("proxied") | None => None,
             Some(o) => Some(o),
@@ -662,7 +686,11 @@ impl Flow {
             revision: self.live.revision,
             shadow: self.shadow,
             ratelimit: self.bypassed.then_some("bypassed"),
-            error: error.or(if self.outcome.is_none() { Some("aborted") } else { None }),
+            error: error.or(if self.outcome.is_none() {
+                Some("aborted")
+            } else {
+                None
+            }),
         };
         self.inner.log.write(&rec);
     }

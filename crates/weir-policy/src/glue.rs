@@ -77,7 +77,11 @@ pub(crate) trait Semaphore: Send + Sync {
     fn try_acquire(self: std::sync::Arc<Self>) -> Option<Box<dyn Send + Sync>>;
 }
 
-pub(crate) fn keyed_limiter(_alg: &Algorithm, _max_keys: u64, _now: Nanos) -> Box<dyn KeyedLimiter> {
+pub(crate) fn keyed_limiter(
+    _alg: &Algorithm,
+    _max_keys: u64,
+    _now: Nanos,
+) -> Box<dyn KeyedLimiter> {
     Box::new(PendingLimiter)
 }
 
@@ -94,7 +98,12 @@ pub(crate) fn semaphore(_max: u64) -> std::sync::Arc<dyn Semaphore> {
 }
 
 /// The delay before retry number `retry` (1 = first retry).
-pub(crate) fn backoff_delay(p: &BackoffPolicy, _retry: u32, _prev: Nanos, _rng: &mut SplitMix64) -> Nanos {
+pub(crate) fn backoff_delay(
+    p: &BackoffPolicy,
+    _retry: u32,
+    _prev: Nanos,
+    _rng: &mut SplitMix64,
+) -> Nanos {
     // CORE-PENDING: weir_core::Backoff.
     p.base.0.into()
 }

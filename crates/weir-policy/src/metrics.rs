@@ -241,9 +241,70 @@ impl Metrics {
             out.push_str(rewritten.as_deref().unwrap_or(line));
             out.push('\n');
         }
+        // prometheus-client writes nothing for a family without series; the contract
+        // wants every family's `# TYPE` line from start-up.
+        for (name, help, kind) in DESCRIPTORS {
+            if !out.contains(&format!("# TYPE {name} ")) {
+                out.push_str(&format!("# HELP {name} {help}.\n# TYPE {name} {kind}\n"));
+            }
+        }
         out
     }
 }
+
+const DESCRIPTORS: [(&str, &str, &str); 11] = [
+    (
+        "weir_requests_total",
+        "Requests by route and outcome (proxied, fallback or a reason)",
+        "counter",
+    ),
+    (
+        "weir_shadow_rejections_total",
+        "Requests a shadow-mode policy would have rejected",
+        "counter",
+    ),
+    (
+        "weir_upstream_attempts_total",
+        "Upstream attempts by result",
+        "counter",
+    ),
+    ("weir_retries_total", "Retries started", "counter"),
+    (
+        "weir_keys_overflow_total",
+        "Requests counted on the shared overflow limiter because the key table was full",
+        "counter",
+    ),
+    (
+        "weir_retry_budget_exhausted_total",
+        "Retries refused by the retry budget",
+        "counter",
+    ),
+    (
+        "weir_breaker_state",
+        "Breaker state (0 closed, 1 open, 2 half-open)",
+        "gauge",
+    ),
+    (
+        "weir_breaker_transitions_total",
+        "Breaker state transitions",
+        "counter",
+    ),
+    (
+        "weir_ratelimit_bypassed_total",
+        "Requests passed because the rate-limit store failed (on_store_error = allow)",
+        "counter",
+    ),
+    (
+        "weir_inflight",
+        "Requests admitted and not finished",
+        "gauge",
+    ),
+    (
+        "weir_request_duration_seconds",
+        "Request duration from begin to finish",
+        "histogram",
+    ),
+];
 
 /// The families the contract requires, as exposed names (for tests and `--check`).
 pub const FAMILIES: [&str; 11] = [
@@ -293,7 +354,9 @@ mod tests {
         let text = m.render();
         assert!(text.contains("weir_requests_total{route=\"ok\",outcome=\"rate_limited\"} 1"));
         assert!(text.contains("weir_requests_total{route=\"ok\",outcome=\"proxied\"} 0"));
-        assert!(text.contains("weir_breaker_transitions_total{route=\"ok\",from=\"closed\",to=\"open\"} 1"));
+        assert!(text.contains(
+            "weir_breaker_transitions_total{route=\"ok\",from=\"closed\",to=\"open\"} 1"
+        ));
         assert!(text.contains("weir_breaker_state{route=\"ok\"} 0"));
         assert!(text.contains("weir_request_duration_seconds_bucket{"));
     }

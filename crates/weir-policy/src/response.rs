@@ -114,7 +114,14 @@ mod tests {
 
     #[test]
     fn error_body() {
-        let r = error_response(429, "rate_limited", "ok", "gw", "id1", &[("retry_after", 3.into())]);
+        let r = error_response(
+            429,
+            "rate_limited",
+            "ok",
+            "gw",
+            "id1",
+            &[("retry_after", 3.into())],
+        );
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["error"], "rate_limited");
         assert_eq!(v["route"], "ok");

@@ -82,9 +82,10 @@ pub fn parse(text: &str, origin: &str) -> Result<PolicySet, ConfigError> {
         if let Some(rest) = msg.strip_prefix("unknown field `")
             && let Some(end) = rest.find('`')
         {
+            let field = &rest[..end];
             if key == "." {
-                key = rest[..end].to_string();
-            } else {
+                key = field.to_string();
+            } else if !key.ends_with(&format!(".{field}")) && key != field {
                 key = format!("{key}.{}", &rest[..end]);
             }
         }
@@ -350,7 +351,13 @@ fn compile_route(
     ctx: &Ctx<'_>,
 ) -> R<RoutePolicy> {
     let k = format!("routes[{i}]");
-    if r.id.is_empty() || r.id == "-" || !r.id.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\') {
+    if r.id.is_empty()
+        || r.id == "-"
+        || !r
+            .id
+            .bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+    {
         return Err(ctx.err(
             format!("{k}.id"),
             "must be non-empty visible ASCII without quotes or backslashes, and not \"-\"",
@@ -403,7 +410,9 @@ fn compile_route(
             format!("per_try ({per_try}) must not exceed total ({total})"),
         ));
     }
-    let min_try = t.min_try.unwrap_or(Dur(Duration::from_millis(10)).min(per_try));
+    let min_try = t
+        .min_try
+        .unwrap_or(Dur(Duration::from_millis(10)).min(per_try));
     if min_try > per_try {
         return Err(ctx.err(
             format!("{k}.timeouts.min_try"),
@@ -417,7 +426,12 @@ fn compile_route(
     };
 
     let rate_limit = match r.rate_limit {
-        Some(rl) => Some(compile_rate_limit(&format!("{k}.rate_limit"), rl, have_store, ctx)?),
+        Some(rl) => Some(compile_rate_limit(
+            &format!("{k}.rate_limit"),
+            rl,
+            have_store,
+            ctx,
+        )?),
         None => None,
     };
 
@@ -497,7 +511,10 @@ fn compile_rate_limit(
         .unwrap_or_default();
     // Keys that belong to the other family of algorithms are mistakes, not noise.
     let misplaced: &[(&str, bool)] = if is_bucket {
-        &[("limit", rl.limit.is_some()), ("window", rl.window.is_some())]
+        &[
+            ("limit", rl.limit.is_some()),
+            ("window", rl.window.is_some()),
+        ]
     } else {
         &[
             ("rate", rl.rate.is_some()),
@@ -523,7 +540,11 @@ fn compile_rate_limit(
         }
     }
     if rl.algorithm == AlgorithmKind::TokenBucket && (rl.delay.is_some() || rl.nodelay.is_some()) {
-        let name = if rl.delay.is_some() { "delay" } else { "nodelay" };
+        let name = if rl.delay.is_some() {
+            "delay"
+        } else {
+            "nodelay"
+        };
         return Err(ctx.err(
             format!("{k}.{name}"),
             "only the leaky bucket takes delay/nodelay",
@@ -798,7 +819,9 @@ fn compile_breaker(k: &str, b: RawBreaker, ctx: &Ctx<'_>) -> R<BreakerPolicy> {
         &format!("{k}.cooldown.base"),
         c.base.unwrap_or(Dur(Duration::from_secs(5))),
     )?;
-    let cooldown_max = c.max.unwrap_or(Dur(Duration::from_secs(60)).max(cooldown_base));
+    let cooldown_max = c
+        .max
+        .unwrap_or(Dur(Duration::from_secs(60)).max(cooldown_base));
     if cooldown_max < cooldown_base {
         return Err(ctx.err(
             format!("{k}.cooldown.max"),
