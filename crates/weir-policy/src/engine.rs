@@ -36,8 +36,6 @@ pub(crate) struct LimiterState {
 pub(crate) struct BreakerRuntime {
     pub params: BreakerPolicy,
     pub core: Box<dyn glue::Breaker>,
-    /// Serialises transition draining so metric order is the breaker's.
-    pub observe: Mutex<Vec<(BreakerState, BreakerState)>>,
 }
 
 pub(crate) struct BudgetState {
@@ -472,19 +470,28 @@ impl Inner {
     }
 
     /// Reads the breaker's state, counting any transitions into the metrics.
+    pub(crate) fn breaker_transition(
+        &self,
+        route: &str,
+        b: &BreakerRuntime,
+        t: Option<glue::Transition>,
+        now: Nanos,
+    ) {
+        if let Some((from, to)) = t {
+            self.metrics
+                .count_transition(route, from.label(), to.label());
+        }
+        self.observe_breaker(route, b, now);
+    }
+
+    /// Reads the breaker's state into the gauge.
     pub(crate) fn observe_breaker(
         &self,
         route: &str,
         b: &BreakerRuntime,
         now: Nanos,
     ) -> BreakerState {
-        let mut buf = b.observe.lock().unwrap_or_else(|p| p.into_inner());
         let st = b.core.state(now);
-        b.core.take_transitions(&mut buf);
-        for (from, to) in buf.drain(..) {
-            self.metrics
-                .count_transition(route, from.label(), to.label());
-        }
         self.metrics
             .breaker_state
             .get_or_create(&metrics::route(route))
@@ -574,7 +581,6 @@ fn build_live(
                     Arc::new(BreakerRuntime {
                         params: b.clone(),
                         core: glue::breaker(b, seed ^ (i as u64).wrapping_mul(0x9E37), now),
-                        observe: Mutex::new(Vec::new()),
                     })
                 })
         });

@@ -124,6 +124,7 @@ pub struct Flow {
     remaining: Option<u64>,
     bypassed: bool,
     permit: Option<Permit>,
+    ticket: Option<crate::glue::BreakerTicket>,
     inflight: bool,
     attempts: Vec<AttemptRec>,
     attempt_no: u32,
@@ -178,6 +179,7 @@ impl Flow {
             remaining: None,
             bypassed: false,
             permit: None,
+            ticket: None,
             inflight: false,
             attempts: Vec::new(),
             attempt_no: 0,
@@ -464,11 +466,14 @@ impl Flow {
         // 3. Breaker.
         if let Some(b) = &route.breaker {
             let now = self.now();
-            let allowed = b.core.allow(now);
-            self.inner.observe_breaker(&p.id, b, now);
-            if !allowed {
-                self.permit = None;
-                return Admission::Respond(self.fallback_or(503, "circuit_open"));
+            let (ticket, t) = b.core.allow(now);
+            self.inner.breaker_transition(&p.id, b, t, now);
+            match ticket {
+                Some(ticket) => self.ticket = Some(ticket),
+                None => {
+                    self.permit = None;
+                    return Admission::Respond(self.fallback_or(503, "circuit_open"));
+                }
             }
         }
 
@@ -492,6 +497,17 @@ impl Flow {
         let now = self.now();
         if now >= self.deadline {
             return Err(self.reject(504, "deadline_exceeded", &[]));
+        }
+        // Every attempt is a call the breaker guards: a retry needs its own ticket.
+        if let Some(b) = &route.breaker
+            && self.ticket.is_none()
+        {
+            let (ticket, t) = b.core.allow(now);
+            self.inner.breaker_transition(&route.policy.id, b, t, now);
+            match ticket {
+                Some(ticket) => self.ticket = Some(ticket),
+                None => return Err(self.fallback_or(503, "circuit_open")),
+            }
         }
         let remaining = self.deadline - now;
         let cfg = ns(route.policy.timeouts.per_try.0);
@@ -534,10 +550,11 @@ impl Flow {
             ms: elapsed.as_millis(),
         });
         self.inner.metrics.count_attempt(&p.id, result.label());
-        if let Some(b) = &route.breaker {
-            b.core
-                .record(now, b.params.failure_on.matches(&result), elapsed);
-            self.inner.observe_breaker(&p.id, b, now);
+        if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
+            let t = b
+                .core
+                .record(ticket, now, b.params.failure_on.matches(&result), elapsed);
+            self.inner.breaker_transition(&p.id, b, t, now);
         }
 
         if let Some(backoff) = self.may_retry(&route, &result, now) {
@@ -642,6 +659,12 @@ impl Flow {
         }
         self.finished = true;
         self.permit = None;
+        if let (Some(t), Some(b)) = (
+            self.ticket.take(),
+            self.route.as_ref().and_then(|r| r.breaker.as_ref()),
+        ) {
+            b.core.cancel(t);
+        }
         let route = self.route_id().to_string();
         let m = &self.inner.metrics;
         let outcome = self.outcome.unwrap_or("aborted");

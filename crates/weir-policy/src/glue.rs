@@ -34,6 +34,7 @@ pub(crate) trait KeyedLimiter: Send + Sync {
 pub(crate) enum BreakerState {
     Closed,
     Open,
+    #[allow(dead_code)] // CORE-PENDING: produced by the core breaker.
     HalfOpen,
 }
 
@@ -54,16 +55,30 @@ impl BreakerState {
     }
 }
 
-/// A circuit breaker shared by all requests of a route.
+/// Permission for one upstream call, to be recorded or cancelled exactly once
+/// (wraps the core breaker's ticket).
+#[derive(Debug)]
+pub(crate) struct BreakerTicket(pub(crate) ());
+
+/// A transition `(from, to)` made by a breaker call.
+pub(crate) type Transition = (BreakerState, BreakerState);
+
+/// A circuit breaker shared by all requests of a route (the core's shared form).
 pub(crate) trait Breaker: Send + Sync {
     /// May a call start now? (HALF_OPEN: takes a probe slot; ramp: admitted fraction.)
-    fn allow(&self, now: Nanos) -> bool;
-    /// The outcome of a call that `allow` admitted.
-    fn record(&self, now: Nanos, failure: bool, elapsed: Nanos);
-    /// The state now.
+    fn allow(&self, now: Nanos) -> (Option<BreakerTicket>, Option<Transition>);
+    /// The outcome of an admitted call.
+    fn record(
+        &self,
+        t: BreakerTicket,
+        now: Nanos,
+        failure: bool,
+        elapsed: Nanos,
+    ) -> Option<Transition>;
+    /// An admitted call that produced no outcome (client went away).
+    fn cancel(&self, t: BreakerTicket);
+    /// The state the next `allow` acts in.
     fn state(&self, now: Nanos) -> BreakerState;
-    /// Transitions since the last call, oldest first.
-    fn take_transitions(&self, out: &mut Vec<(BreakerState, BreakerState)>);
 }
 
 /// Retries ≤ ratio × requests + reserve.
@@ -127,14 +142,22 @@ impl KeyedLimiter for PendingLimiter {
 /// CORE-PENDING placeholder: never trips.
 struct PendingBreaker;
 impl Breaker for PendingBreaker {
-    fn allow(&self, _now: Nanos) -> bool {
-        true
+    fn allow(&self, _now: Nanos) -> (Option<BreakerTicket>, Option<Transition>) {
+        (Some(BreakerTicket(())), None)
     }
-    fn record(&self, _now: Nanos, _failure: bool, _elapsed: Nanos) {}
+    fn record(
+        &self,
+        _t: BreakerTicket,
+        _now: Nanos,
+        _failure: bool,
+        _elapsed: Nanos,
+    ) -> Option<Transition> {
+        None
+    }
+    fn cancel(&self, _t: BreakerTicket) {}
     fn state(&self, _now: Nanos) -> BreakerState {
         BreakerState::Closed
     }
-    fn take_transitions(&self, _out: &mut Vec<(BreakerState, BreakerState)>) {}
 }
 
 /// CORE-PENDING placeholder: always has budget.

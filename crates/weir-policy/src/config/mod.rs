@@ -734,7 +734,7 @@ fn compile_retry(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPolicy> 
     }
     let bu = r.budget.unwrap_or_default();
     let ratio = bu.ratio.unwrap_or(0.2);
-    if !(ratio.is_finite() && ratio >= 0.0 && ratio <= 1000.0) {
+    if !(ratio.is_finite() && (0.0..=1000.0).contains(&ratio)) {
         return Err(ctx.err(format!("{k}.budget.ratio"), "must be 0 or more"));
     }
     let budget = BudgetPolicy {
