@@ -651,7 +651,7 @@ key = ["route"]
 "#;
 
 #[test]
-#[ignore = "CORE-PENDING: needs weir-core's keyed token bucket on main"]
+
 fn replicas_multiply_local_limits() {
     let a = sim(&cfg(LOCAL_OK));
     let b = a.replica(&cfg(LOCAL_OK));
@@ -671,7 +671,7 @@ fn replicas_multiply_local_limits() {
 }
 
 #[test]
-#[ignore = "CORE-PENDING: needs weir-core's keyed token bucket on main"]
+
 fn reload_keeps_state_of_unchanged_policies() {
     let s = sim(&cfg(LOCAL_OK));
     assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
@@ -690,7 +690,7 @@ fn reload_keeps_state_of_unchanged_policies() {
 }
 
 #[test]
-#[ignore = "CORE-PENDING: needs weir-core's shared breaker on main"]
+
 fn breaker_three_phases_with_fallback() {
     let routes = r#"
 [[routes]]
