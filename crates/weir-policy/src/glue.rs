@@ -7,13 +7,13 @@
 //! different algorithms look the same to the flow.
 
 use crate::policy::{Algorithm, BackoffPolicy, BreakerPolicy, BudgetPolicy};
-use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use weir_core::keyed::KeyedLimiter as CoreKeyed;
 use weir_core::retry_budget::ratio_ppm_from_f64;
 use weir_core::{
-    Backoff, BreakerConfig, Cooldown, Decision, InsufficientCapacity, Nanos, Rng, SlowCall,
-    TokenBucketConfig, Verdict,
+    Backoff, BreakerConfig, Cooldown, Decision, FixedWindowConfig, InsufficientCapacity,
+    KeyedDecision, KeyedTokenBuckets, LeakyBucketConfig, Nanos, Rng, SlidingLogConfig,
+    SlidingWindowConfig, Slot, SlowCall, TokenBucketConfig, Verdict,
 };
 
 pub(crate) use weir_core::ConfigError as CoreError;
@@ -107,9 +107,22 @@ pub(crate) fn check_algorithm(alg: &Algorithm) -> Result<(), CoreError> {
         Algorithm::TokenBucket { rate, per, burst } => {
             TokenBucketConfig::new(rate, per.0.into(), burst).map(|_| ())
         }
-        // CORE-PENDING (core-limiters): leaky bucket and windows are checked by the
-        // policy compiler only until their core constructors land.
-        _ => Ok(()),
+        Algorithm::LeakyBucket {
+            rate,
+            per,
+            burst,
+            delay,
+            nodelay,
+        } => LeakyBucketConfig::new(rate, per.0.into(), burst, delay, nodelay).map(|_| ()),
+        Algorithm::FixedWindow { limit, window } => {
+            FixedWindowConfig::new(limit, window.0.into()).map(|_| ())
+        }
+        Algorithm::SlidingWindow { limit, window } => {
+            SlidingWindowConfig::new(limit, window.0.into()).map(|_| ())
+        }
+        Algorithm::SlidingLog { limit, window } => {
+            LogConfig::new(limit, window.0.into()).map(|_| ())
+        }
     }
 }
 
@@ -128,27 +141,56 @@ pub(crate) trait KeyedLimiter: Send + Sync {
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire;
 }
 
-/// Builds the keyed limiter of a local rate limit. `None` when the algorithm is not yet
-/// available from weir-core (the route then admits, see ENGINE_API.md).
+/// Builds the keyed limiter of a local rate limit (the core's bounded keyed tables).
+///
+/// - `token_bucket`: [`weir_core::KeyedTokenBuckets`] over `max_keys` slots — concurrent,
+///   lock-free, one shared overflow bucket.
+/// - other algorithms: the core's single-owner [`weir_core::KeyedLimiter`] (generic over
+///   the algorithm, `N` slots inline, one overflow state) behind one mutex per route. Its
+///   size is a compile-time constant, so the table gets the largest supported `N ≤
+///   max_keys` (one of 65536, 16384, 4096, 1024, 256, 64, 16, 8, 4, 2, 1; at most 256 for `sliding_log`, whose
+///   per-key state is the whole log) — never more keys than `max_keys`.
+///
+/// `None` only for parameters the config compiler already rejected.
 pub(crate) fn keyed_limiter(alg: &Algorithm, max_keys: u64) -> Option<Box<dyn KeyedLimiter>> {
-    match *alg {
+    Some(match *alg {
         Algorithm::TokenBucket { rate, per, burst } => {
             let cfg = TokenBucketConfig::new(rate, per.0.into(), burst).ok()?;
-            Some(Box::new(InterimKeyed::new(cfg, max_keys)))
+            let n = usize::try_from(max_keys)
+                .unwrap_or(usize::MAX)
+                .min(MAX_TB_SLOTS);
+            let slots: Box<[Slot]> = (0..n).map(|_| Slot::new()).collect();
+            Box::new(KeyedTokenBuckets::new(cfg, slots))
         }
-        // CORE-PENDING (core-limiters): leaky bucket, windows, sliding log.
-        _ => None,
-    }
+        Algorithm::LeakyBucket {
+            rate,
+            per,
+            burst,
+            delay,
+            nodelay,
+        } => sized(
+            LeakyBucketConfig::new(rate, per.0.into(), burst, delay, nodelay).ok()?,
+            max_keys,
+        ),
+        Algorithm::FixedWindow { limit, window } => sized(
+            FixedWindowConfig::new(limit, window.0.into()).ok()?,
+            max_keys,
+        ),
+        Algorithm::SlidingWindow { limit, window } => sized(
+            SlidingWindowConfig::new(limit, window.0.into()).ok()?,
+            max_keys,
+        ),
+        Algorithm::SlidingLog { limit, window } => {
+            sized_log(LogConfig::new(limit, window.0.into()).ok()?, max_keys)
+        }
+    })
 }
 
-fn unlimited() -> Decision {
-    Decision {
-        verdict: Verdict::Admit,
-        remaining: 0,
-        retry_after: Nanos::ZERO,
-        reset_after: Nanos::ZERO,
-    }
-}
+/// The sliding log's fixed capacity (its config limit is bounded by it).
+type LogConfig = SlidingLogConfig<SLIDING_LOG_CAPACITY>;
+
+/// The most token-bucket slots (16 bytes each): 64 MiB.
+const MAX_TB_SLOTS: usize = 1 << 22;
 
 fn never(e: InsufficientCapacity) -> Decision {
     // Cost is 1 and every capacity is at least 1: unreachable in practice; refuse.
@@ -161,85 +203,86 @@ fn never(e: InsufficientCapacity) -> Decision {
     }
 }
 
-const SHARDS: usize = 16;
-
-/// CORE-PENDING (core-limiters keyed table): an interim bounded keyed store over any core
-/// [`weir_core::Algorithm`] — storage only, every decision is the algorithm's pure step.
-/// At most `max_keys` states; a new key when full first evicts *fresh* states of its shard
-/// (equivalent to a new limiter, so forgetting them grants nothing), and if none, is counted
-/// on one shared overflow limiter with the route's parameters. Exhausted keys are never
-/// evicted, so churn cannot refresh them.
-struct InterimKeyed<A: weir_core::Algorithm> {
-    alg: A,
-    max_keys: u64,
-    len: AtomicU64,
-    shards: [Mutex<HashMap<u64, A::State>>; SHARDS],
-    overflow: Mutex<A::State>,
-}
-
-impl<A: weir_core::Algorithm> InterimKeyed<A> {
-    fn new(alg: A, max_keys: u64) -> Self {
-        let overflow = Mutex::new(alg.fresh_state());
-        InterimKeyed {
-            alg,
-            max_keys,
-            len: AtomicU64::new(0),
-            shards: core::array::from_fn(|_| Mutex::new(HashMap::new())),
-            overflow,
-        }
+fn local(r: Result<KeyedDecision, InsufficientCapacity>) -> LocalAcquire {
+    match r {
+        Ok(k) => LocalAcquire {
+            decision: k.decision,
+            overflow: k.overflow,
+        },
+        Err(e) => LocalAcquire {
+            decision: never(e),
+            overflow: false,
+        },
     }
 }
 
-impl<A> KeyedLimiter for InterimKeyed<A>
+impl<S: AsRef<[Slot]> + Send + Sync> KeyedLimiter for KeyedTokenBuckets<S> {
+    #[inline]
+    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
+        local(KeyedTokenBuckets::acquire(self, key, now, cost))
+    }
+}
+
+/// A core single-owner keyed table shared by the route's threads.
+struct Locked<A: weir_core::Algorithm, const N: usize>(Mutex<Box<CoreKeyed<A, N>>>);
+
+impl<A, const N: usize> KeyedLimiter for Locked<A, N>
 where
-    A: weir_core::Algorithm + Send + Sync,
+    A: weir_core::Algorithm + Send,
     A::State: Send,
 {
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
-        let mut shard = self.shards[(key >> 60) as usize % SHARDS]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(st) = shard.get_mut(&key) {
-            let decision = self.alg.acquire_state(st, now, cost).unwrap_or_else(never);
-            return LocalAcquire {
-                decision,
-                overflow: false,
-            };
-        }
-        if self.len.load(Ordering::Acquire) >= self.max_keys {
-            let before = shard.len();
-            shard.retain(|_, st| !self.alg.is_fresh_state(st, now));
-            self.len
-                .fetch_sub((before - shard.len()) as u64, Ordering::AcqRel);
-        }
-        if self.len.fetch_add(1, Ordering::AcqRel) >= self.max_keys {
-            self.len.fetch_sub(1, Ordering::AcqRel);
-            drop(shard);
-            let mut st = self.overflow.lock().unwrap_or_else(|p| p.into_inner());
-            let decision = self
-                .alg
-                .acquire_state(&mut st, now, cost)
-                .unwrap_or_else(never);
-            return LocalAcquire {
-                decision,
-                overflow: true,
-            };
-        }
-        let mut st = self.alg.fresh_state();
-        let decision = self
-            .alg
-            .acquire_state(&mut st, now, cost)
-            .unwrap_or_else(never);
-        shard.insert(key, st);
-        LocalAcquire {
-            decision,
-            overflow: false,
-        }
+        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        local(t.acquire(key, now, cost))
     }
 }
 
-/// Admits everything: the stand-in for a local algorithm weir-core does not have yet.
-#[allow(dead_code)]
-pub(crate) fn pass_decision() -> Decision {
-    unlimited()
+fn locked<A, const N: usize>(alg: A) -> Box<dyn KeyedLimiter>
+where
+    A: weir_core::Algorithm + Send + 'static,
+    A::State: Send,
+{
+    // The table is built by value before it is boxed; large ones are built on a helper
+    // thread with a stack big enough for them (load/reload time only).
+    // (`build` is a separate frame: unoptimised builds reserve stack for every local of
+    // a function, taken branch or not.)
+    let size = core::mem::size_of::<CoreKeyed<A, N>>();
+    let table = if size <= 64 * 1024 {
+        build::<A, N>(alg)
+    } else {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("weir-keyed-init".into())
+                .stack_size(size * 16 + (8 << 20))
+                .spawn_scoped(s, move || build::<A, N>(alg))
+                .expect("spawn table builder")
+                .join()
+                .expect("table builder")
+        })
+    };
+    Box::new(Locked(Mutex::new(table)))
+}
+
+#[inline(never)]
+fn build<A: weir_core::Algorithm, const N: usize>(alg: A) -> Box<CoreKeyed<A, N>> {
+    Box::new(CoreKeyed::<A, N>::new(alg))
+}
+
+macro_rules! pick_size {
+    ($alg:expr, $max:expr; $($n:literal),*) => {{
+        $( if $max >= $n { return locked::<_, $n>($alg); } )*
+        locked::<_, 1>($alg)
+    }};
+}
+
+fn sized<A>(alg: A, max_keys: u64) -> Box<dyn KeyedLimiter>
+where
+    A: weir_core::Algorithm + Send + 'static,
+    A::State: Send,
+{
+    pick_size!(alg, max_keys; 65536, 16384, 4096, 1024, 256, 64, 16, 8, 4, 2)
+}
+
+fn sized_log(alg: LogConfig, max_keys: u64) -> Box<dyn KeyedLimiter> {
+    pick_size!(alg, max_keys; 256, 64, 16, 8, 4, 2)
 }

@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use weir_core::{Clock, ManualClock, Nanos};
 use weir_policy::*;
@@ -725,8 +726,62 @@ body = "degraded"
     assert!(m.contains("weir_breaker_state{route=\"b\"} 0"));
 }
 
+// ---- concurrent flows on the manual clock --------------------------------------------
+
+/// A timer whose sleeps end when the manual clock reaches their end (the test advances
+/// the clock), so several flows can wait at once.
+struct ClockTimer(Arc<ManualClock>);
+struct Sleep {
+    clock: Arc<ManualClock>,
+    until: Nanos,
+}
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.clock.now() >= self.until {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+impl Timer for ClockTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        Sleep {
+            clock: self.0.clone(),
+            until: self.0.now() + Nanos::from(d),
+        }
+    }
+}
+
+fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn begin(s: &Sim, path: &str, headers: &[(&str, &str)]) -> Flow {
+    s.engine.begin(&RequestInfo {
+        method: "GET",
+        path,
+        headers: &headers,
+        client_ip: None,
+        body_len: Some(0),
+    })
+}
+
+/// One upstream attempt answered 200 at once; returns the forwarded headers.
+fn proxy_ok(flow: &mut Flow) -> Vec<(&'static str, String)> {
+    flow.next_attempt().expect("attempt");
+    match flow.on_attempt(AttemptResult::Response { status: 200 }) {
+        Next::Forward { headers } => headers,
+        other => panic!("expected forward, got {other:?}"),
+    }
+}
+
+fn reason(r: &GatewayResponse) -> Option<&str> {
+    r.header("x-weir-reason")
+}
+
 #[test]
-#[ignore = "CORE-PENDING: needs weir-core's leaky bucket on main"]
 fn micro_burst_is_shaped_by_a_leaky_bucket() {
     let routes = r#"
 [[routes]]
@@ -743,20 +798,404 @@ burst = 5
 delay = 1
 "#;
     let s = sim(&cfg(routes));
-    let mut statuses = Vec::new();
-    let mut waits = Vec::new();
-    for _ in 0..10 {
-        let t0 = s.clock.now();
-        let o = s.run("GET", "/shaped", &[], |_| Up::Status(200, 0));
-        statuses.push(o.status);
-        waits.push((s.clock.now() - t0).as_millis());
+    let timer = ClockTimer(s.clock.clone());
+    let t0 = s.clock.now();
+    // Ten requests arrive in the same instant.
+    let mut flows: Vec<Flow> = (0..10).map(|_| begin(&s, "/shaped", &[])).collect();
+    let mut done: Vec<Option<(u16, u64, Option<String>)>> = vec![None; 10];
+    {
+        let mut futs: Vec<_> = flows
+            .iter_mut()
+            .map(|f| Box::pin(f.admit(&timer)))
+            .collect();
+        for _ in 0..=100 {
+            for (i, f) in futs.iter_mut().enumerate() {
+                if done[i].is_none()
+                    && let Poll::Ready(a) = poll_once(f.as_mut())
+                {
+                    let waited = (s.clock.now() - t0).as_millis();
+                    done[i] = Some(match a {
+                        Admission::Proceed => (200, waited, None),
+                        Admission::Respond(r) => (
+                            r.status,
+                            waited,
+                            r.header("retry-after").map(str::to_string),
+                        ),
+                    });
+                }
+            }
+            s.clock.advance(Nanos::from_millis(10));
+        }
     }
+    let done: Vec<_> = done.into_iter().map(Option::unwrap).collect();
+    let immediate = done.iter().filter(|d| d.0 == 200 && d.1 == 0).count();
+    let mut delayed: Vec<u64> = done
+        .iter()
+        .filter(|d| d.0 == 200 && d.1 > 0)
+        .map(|d| d.1)
+        .collect();
+    delayed.sort();
+    let rejected: Vec<_> = done.iter().filter(|d| d.0 == 429).collect();
+    // nginx limit_req: 1 + `delay` pass at once, the rest of `burst` is spaced at the
+    // rate (100 ms), and the excess beyond `burst` is rejected at once with Retry-After.
+    assert_eq!(immediate, 2, "{done:?}");
+    assert_eq!(delayed, [100, 200, 300, 400], "{done:?}");
+    assert_eq!(rejected.len(), 4, "{done:?}");
     assert!(
-        statuses.contains(&429),
-        "excess beyond burst is rejected: {statuses:?}"
+        rejected
+            .iter()
+            .all(|d| d.1 == 0 && d.2.as_deref() == Some("1"))
     );
-    assert!(
-        waits.iter().any(|&w| w > 0),
-        "some requests were delayed: {waits:?}"
+    for (f, d) in flows.iter_mut().zip(&done) {
+        if d.0 == 200 {
+            proxy_ok(f);
+        }
+    }
+    for (f, d) in flows.into_iter().zip(&done) {
+        f.finish(d.0, None);
+    }
+    let m = s.metrics();
+    assert!(m.contains("weir_requests_total{route=\"shaped\",outcome=\"rate_limited\"} 4"));
+    assert!(m.contains("weir_requests_total{route=\"shaped\",outcome=\"proxied\"} 6"));
+}
+
+const QUEUED: &str = r#"
+[[routes]]
+id = "q"
+match = { path_prefix = "/q" }
+upstream = "blue"
+[routes.timeouts]
+total = "2s"
+[routes.concurrency]
+max = 1
+queue = 1
+queue_timeout = "100ms"
+
+[[routes]]
+id = "qd"
+match = { path_prefix = "/deadline" }
+upstream = "blue"
+[routes.timeouts]
+total = "50ms"
+[routes.concurrency]
+max = 1
+queue = 4
+queue_timeout = "1s"
+"#;
+
+#[test]
+fn concurrency_queue_full_timeout_and_handoff() {
+    let s = sim(&cfg(QUEUED));
+    let timer = ClockTimer(s.clock.clone());
+
+    // A holds the only permit.
+    let mut a = begin(&s, "/q", &[]);
+    assert!(matches!(
+        poll_once(pin!(a.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    // B waits in the queue (length 1).
+    let mut b = begin(&s, "/q", &[]);
+    let mut c = begin(&s, "/q", &[]);
+    {
+        let mut fb = Box::pin(b.admit(&timer));
+        assert!(poll_once(fb.as_mut()).is_pending(), "B queued");
+        // C: permit taken and queue full -> 503 concurrency_limited, at once.
+        match poll_once(pin!(c.admit(&timer))) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (503, Some("concurrency_limited")));
+            }
+            other => panic!("C: {:?}", other.map(|_| ())),
+        }
+        // A finishes after 30 ms: its permit goes to B, which proceeds.
+        s.clock.advance(Nanos::from_millis(30));
+        proxy_ok(&mut a);
+        a.finish(200, None);
+        assert!(matches!(
+            poll_once(fb.as_mut()),
+            Poll::Ready(Admission::Proceed)
+        ));
+    }
+    c.finish(503, None);
+
+    // D queues behind B and its wait ends at queue_timeout: 503 queue_timeout.
+    let mut d = begin(&s, "/q", &[]);
+    {
+        let mut fd = Box::pin(d.admit(&timer));
+        assert!(poll_once(fd.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(99));
+        assert!(poll_once(fd.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(1));
+        match poll_once(fd.as_mut()) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (503, Some("queue_timeout")));
+            }
+            other => panic!("D: {:?}", other.map(|_| ())),
+        }
+    }
+    d.finish(503, None);
+    proxy_ok(&mut b);
+    b.finish(200, None);
+
+    // A wait cut by the route's total budget (50 ms < queue_timeout) is a 504.
+    let mut e = begin(&s, "/deadline", &[]);
+    assert!(matches!(
+        poll_once(pin!(e.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    let mut f = begin(&s, "/deadline", &[]);
+    {
+        let mut ff = Box::pin(f.admit(&timer));
+        assert!(poll_once(ff.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(50));
+        match poll_once(ff.as_mut()) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
+            }
+            other => panic!("F: {:?}", other.map(|_| ())),
+        }
+    }
+    f.finish(504, None);
+    // E's own 50 ms are spent too: no attempt starts.
+    let r = e.next_attempt().unwrap_err();
+    assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
+    e.finish(504, None);
+
+    let m = s.metrics();
+    for line in [
+        "weir_requests_total{route=\"q\",outcome=\"concurrency_limited\"} 1",
+        "weir_requests_total{route=\"q\",outcome=\"queue_timeout\"} 1",
+        "weir_requests_total{route=\"q\",outcome=\"proxied\"} 2",
+        "weir_requests_total{route=\"qd\",outcome=\"deadline_exceeded\"} 2",
+        "weir_inflight{route=\"q\"} 0",
+    ] {
+        assert!(m.contains(line), "missing {line}\n{m}");
+    }
+}
+
+#[test]
+fn a_dropped_waiter_passes_the_permit_on() {
+    let s = sim(&cfg(&QUEUED.replace("queue = 1\n", "queue = 2\n")));
+    let timer = ClockTimer(s.clock.clone());
+    let mut a = begin(&s, "/q", &[]);
+    assert!(matches!(
+        poll_once(pin!(a.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    let mut b = begin(&s, "/q", &[]);
+    let mut c = begin(&s, "/q", &[]);
+    let mut fb = Box::pin(b.admit(&timer));
+    let mut fc = Box::pin(c.admit(&timer));
+    assert!(poll_once(fb.as_mut()).is_pending());
+    assert!(poll_once(fc.as_mut()).is_pending());
+    a.finish(200, None);
+    // B's client goes away before it is polled again: the wakeup must reach C.
+    drop(fb);
+    assert!(matches!(
+        poll_once(fc.as_mut()),
+        Poll::Ready(Admission::Proceed)
+    ));
+}
+
+const OVERFLOW: &str = r#"
+[[routes]]
+id = "k"
+match = { path_prefix = "/k" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 1
+per = "60s"
+burst = 1
+key = ["header:x-consumer-id"]
+max_keys = 2
+
+[[routes]]
+id = "w"
+match = { path_prefix = "/w" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "fixed_window"
+limit = 1
+window = "60s"
+key = ["header:x-consumer-id"]
+max_keys = 2
+"#;
+
+#[test]
+fn keyed_state_overflow_never_refreshes_an_exhausted_key() {
+    let s = sim(&cfg(OVERFLOW));
+    for route in ["k", "w"] {
+        let path = format!("/{route}");
+        let go = |who: &str| {
+            s.run("GET", &path, &[("x-consumer-id", who)], |_| {
+                Up::Status(200, 0)
+            })
+            .status
+        };
+        // Two keys fill the table and exhaust their limits.
+        assert_eq!(go("alice"), 200, "{route}");
+        assert_eq!(go("bob"), 200, "{route}");
+        assert_eq!(go("alice"), 429, "{route}");
+        // New keys share one overflow limiter: the first passes, the rest are throttled.
+        assert_eq!(go("carol"), 200, "{route}");
+        for i in 0..20 {
+            assert_eq!(go(&format!("churn-{i}")), 429, "{route}");
+        }
+        // Churn never hands the exhausted key a fresh limiter.
+        assert_eq!(go("alice"), 429, "{route}");
+        assert_eq!(go("bob"), 429, "{route}");
+        let m = s.metrics();
+        let line = format!("weir_keys_overflow_total{{route=\"{route}\"}} 21");
+        assert!(m.contains(&line), "missing {line}\n{m}");
+    }
+}
+
+#[test]
+fn breaker_metrics_and_admin_view() {
+    let routes = r#"
+[[routes]]
+id = "b"
+match = { path_prefix = "/b" }
+upstream = "blue"
+[routes.breaker]
+consecutive_failures = 2
+cooldown = { base = "5s", max = "60s", multiplier = 2.0, jitter = 0.0 }
+half_open = { probes = 1, successes = 1 }
+"#;
+    let s = sim(&cfg(routes));
+    let state = |s: &Sim| -> serde_json::Value {
+        let r = s.engine.admin("GET", "/admin/breakers");
+        assert_eq!(r.status, 200);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["revision"], 1);
+        v["breakers"][0].clone()
+    };
+    assert_eq!(state(&s)["state"], "closed");
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 0"));
+    for _ in 0..2 {
+        s.run("GET", "/b", &[], |_| Up::Refused);
+    }
+    let v = state(&s);
+    assert_eq!(
+        (v["route"].as_str(), v["state"].as_str()),
+        (Some("b"), Some("open"))
+    );
+    assert_eq!(v["last_transition"]["to"], "open");
+    assert_eq!(v["config"]["consecutive_failures"], 2);
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 1"));
+    let o = s.run("GET", "/b", &[], |_| Up::Status(200, 0));
+    assert_eq!((o.status, o.reason()), (503, Some("circuit_open")));
+    assert_eq!(o.upstream_calls, 0);
+
+    // Past the cooldown the next call is a probe: the gauge reads half-open.
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(state(&s)["state"], "half_open");
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 2"));
+    // The probe fails: OPEN again, and the next cooldown doubles (10 s).
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Refused).status, 502);
+    let v = state(&s);
+    assert_eq!(v["state"], "open");
+    assert_eq!(v["failed_recoveries"], 1);
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(200, 0)).status, 503);
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(200, 0)).status, 200);
+    assert_eq!(state(&s)["state"], "closed");
+
+    let m = s.metrics();
+    for (from, to, n) in [
+        ("closed", "open", 1),
+        ("open", "half_open", 2),
+        ("half_open", "open", 1),
+        ("half_open", "closed", 1),
+    ] {
+        let line = format!(
+            "weir_breaker_transitions_total{{route=\"b\",from=\"{from}\",to=\"{to}\"}} {n}"
+        );
+        assert!(m.contains(&line), "missing {line}\n{m}");
+    }
+    assert!(m.contains("weir_breaker_state{route=\"b\"} 0"));
+    assert!(m.contains("weir_requests_total{route=\"b\",outcome=\"circuit_open\"} 2"));
+}
+
+#[test]
+fn ratelimit_fields_for_windows() {
+    let routes = r#"
+[[routes]]
+id = "fw"
+match = { path_prefix = "/fw" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "fixed_window"
+limit = 3
+window = "10s"
+
+[[routes]]
+id = "log"
+match = { path_prefix = "/log" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "sliding_log"
+limit = 2
+window = "10s"
+
+[[routes]]
+id = "sw"
+match = { path_prefix = "/sw" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "sliding_window"
+limit = 2
+window = "10s"
+"#;
+    let s = sim(&cfg(routes));
+    let get = |p: &str| s.run("GET", p, &[], |_| Up::Status(200, 0));
+    let fields = |o: &Out| {
+        (
+            o.status,
+            o.h("ratelimit").unwrap_or("-").to_string(),
+            o.h("retry-after").map(str::to_string),
+        )
+    };
+    let mut seen = Vec::new();
+    // The clock starts at 1000 s, a multiple of the 10 s window.
+    seen.push(("fw", fields(&get("/fw"))));
+    s.clock.advance(Nanos::from_secs(4));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("log", fields(&get("/log"))));
+    s.clock.advance(Nanos::from_secs(3));
+    seen.push(("log", fields(&get("/log"))));
+    seen.push(("log", fields(&get("/log"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    let o = get("/fw");
+    assert_eq!(o.h("ratelimit-policy"), Some("\"fw\";q=3;w=10"));
+    let o = get("/log");
+    assert_eq!(o.h("ratelimit-policy"), Some("\"log\";q=2;w=10"));
+    let want = |st: u16, rl: &str, ra: Option<&str>| (st, rl.to_string(), ra.map(str::to_string));
+    assert_eq!(
+        seen,
+        vec![
+            // fixed: R = limit − used; T = until the window ends (at 1010 s).
+            ("fw", want(200, "\"fw\";r=2;t=10", None)),
+            ("fw", want(200, "\"fw\";r=1;t=6", None)),
+            ("fw", want(200, "\"fw\";r=0;t=6", None)),
+            ("fw", want(429, "\"fw\";r=0;t=6", Some("6"))),
+            // log: T = until the oldest counted event leaves the window.
+            ("log", want(200, "\"log\";r=1;t=10", None)),
+            ("log", want(200, "\"log\";r=0;t=7", None)),
+            ("log", want(429, "\"log\";r=0;t=7", Some("7"))),
+            // sliding counter at 1007 s (window [1000, 1010), previous one empty): the
+            // count is prev × (1 − elapsed/window) + cur, so one event stops counting
+            // only when it has decayed out of the previous window (1020 s: T = 13), and
+            // of two, one unit frees when 2 × (1 − x/10) ≤ 1 (1015 s: T = 8).
+            ("sw", want(200, "\"sw\";r=1;t=13", None)),
+            ("sw", want(200, "\"sw\";r=0;t=8", None)),
+            ("sw", want(429, "\"sw\";r=0;t=8", Some("8"))),
+        ]
     );
 }
