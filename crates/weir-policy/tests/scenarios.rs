@@ -636,7 +636,7 @@ fn access_log_records_the_decision() {
     assert_eq!(lines[1]["key_digest"].as_str().unwrap().len(), 32);
 }
 
-// ---- scenarios that need weir-core's limiters / breaker (CORE-PENDING) --------------
+// ---- local limiters and the breaker (weir-core) ----------------------------------------
 
 const LOCAL_OK: &str = r#"
 [[routes]]
