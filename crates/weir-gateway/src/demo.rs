@@ -14,10 +14,15 @@ pub(crate) struct Demo {
     _green: DemoUpstream,
 }
 
-/// Starts blue and green on ephemeral loopback ports and renders the demo config.
+/// Starts blue and green on loopback — on the addresses of `examples/gateway.toml` when they
+/// are free (so that config works against a running demo too), else on ephemeral ports — and
+/// renders the demo config.
 pub(crate) fn start() -> io::Result<Demo> {
-    let blue = DemoUpstream::start("blue", "127.0.0.1:0")?;
-    let green = DemoUpstream::start("green", "127.0.0.1:0")?;
+    let up = |name, preferred| {
+        DemoUpstream::start(name, preferred).or_else(|_| DemoUpstream::start(name, "127.0.0.1:0"))
+    };
+    let blue = up("blue", weir_demo::DEFAULT_BLUE_ADDR)?;
+    let green = up("green", weir_demo::DEFAULT_GREEN_ADDR)?;
     let config = config(blue.addr(), green.addr());
     Ok(Demo {
         config,

@@ -82,6 +82,22 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         admin: cli.admin.clone(),
         workers: cli.workers,
     };
+    if cli.check && !cli.demo {
+        let Some(path) = &cli.config else {
+            return Err("--check needs --config PATH".into());
+        };
+        return Ok(match Engine::check(path) {
+            Ok(set) => {
+                print!("{}", set.describe());
+                println!("{}: OK", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        });
+    }
     let mut demo_guard = None;
     let engine = if cli.demo {
         let d = demo::start().map_err(|e| format!("cannot start the demo upstreams: {e}"))?;
@@ -96,19 +112,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     .into(),
             );
         };
-        match Engine::load(path) {
-            Ok(e) => e,
-            Err(e) if cli.check => {
-                eprintln!("{e}");
-                return Ok(ExitCode::FAILURE);
-            }
-            Err(e) => return Err(e.to_string()),
-        }
+        Engine::load(path).map_err(|e| e.to_string())?
     };
-    let engine = engine.with_overrides(overrides);
+    let engine = engine.try_with_overrides(overrides).map_err(|e| e.to_string())?;
     if cli.check {
         print!("{}", engine.describe());
-        println!("config OK");
+        println!("demo config: OK");
         return Ok(ExitCode::SUCCESS);
     }
     let settings = engine.server();
@@ -169,6 +178,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     for h in handles {
         let _ = h.join();
     }
+    engine.flush_access_log();
     drop(demo_guard);
     eprintln!("weir-gateway: stopped");
     Ok(ExitCode::SUCCESS)
