@@ -114,7 +114,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         };
         Engine::load(path).map_err(|e| e.to_string())?
     };
-    let engine = engine.try_with_overrides(overrides).map_err(|e| e.to_string())?;
+    let engine = engine
+        .try_with_overrides(overrides)
+        .map_err(|e| e.to_string())?;
     if cli.check {
         print!("{}", engine.describe());
         println!("demo config: OK");
