@@ -51,8 +51,10 @@
 //!
 //! A parsed head owns one copy of its bytes plus a vector of ranges: two allocations per head
 //! whatever its header count, zero when re-parsing into a kept value
-//! ([`parse_request_into`]). A typical 300-byte request head parses in a few hundred
-//! nanoseconds.
+//! ([`parse_request_into`]). Parsing a typical 313-byte request head takes about 3,400
+//! instructions into a reused head and about 3,900 into a new one; `httparse` alone takes about
+//! 2,100 (callgrind; `examples/parse_speed.rs`). The bare-LF scan is branch-free so that it
+//! vectorizes.
 //!
 //! ## Example
 //! ```
