@@ -1,20 +1,119 @@
-//! The only place weir-policy touches weir-core's primitives.
+//! The only place weir-policy turns its compiled policies into weir-core primitives.
 //!
-//! Each primitive is reached through a small internal trait so the engine does not care
-//! which core type (or which shared/atomic form) sits behind it. The algorithms
-//! themselves are weir-core's; nothing here re-implements them.
-//!
-//! CORE-PENDING: the core limiters (token/leaky bucket, windows, keyed table), the
-//! semaphore, retry budget, backoff and breaker had not landed on `main` when this
-//! module was written. Until they do, `build_*` return pass-through placeholders
-//! (admit everything, never trip) marked `Pending*`, and the scenario tests that need
-//! real decisions are `#[ignore]`d with the reason.
+//! Every decision — limiter verdicts, breaker states, retry budget, backoff delays,
+//! semaphore permits, deadlines — is weir-core's; this module only maps config values to
+//! core parameters (once, at load time: errors surface as config errors naming the key)
+//! and wraps the keyed limiter state behind one object-safe trait so routes with
+//! different algorithms look the same to the flow.
 
 use crate::policy::{Algorithm, BackoffPolicy, BreakerPolicy, BudgetPolicy};
-use weir_core::{Decision, Nanos, SplitMix64, Verdict};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use weir_core::retry_budget::ratio_ppm_from_f64;
+use weir_core::{
+    Backoff, BreakerConfig, Cooldown, Decision, InsufficientCapacity, Nanos, Rng, SlowCall,
+    TokenBucketConfig, Verdict,
+};
+
+pub(crate) use weir_core::ConfigError as CoreError;
+pub(crate) use weir_core::{BreakerState, SharedBreaker, SharedRetryBudget, Ticket, Transition};
 
 /// The most events a `sliding_log` limit may keep (the core log is fixed-capacity).
 pub(crate) const SLIDING_LOG_CAPACITY: usize = 1024;
+
+/// How long a HALF_OPEN episode may stay undecided before it counts as a failed
+/// recovery: generous (sparse traffic may need a while to send `successes` probes), and
+/// never shorter than twice the route's total timeout. Probe tickets are always recorded
+/// or cancelled by the flow, so this only matters for a frontend that leaks a flow.
+pub(crate) fn probe_timeout(total: Nanos) -> Nanos {
+    Nanos::from_secs(60).max(total.saturating_mul(2))
+}
+
+fn ppm(f: f64) -> Result<u32, CoreError> {
+    ratio_ppm_from_f64(f).ok_or(CoreError::OutOfRange("rate"))
+}
+
+/// The core breaker parameters of a `[routes.breaker]` section.
+pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerConfig, CoreError> {
+    let mult = p.cooldown_multiplier * 1000.0;
+    if !(mult.is_finite() && (1000.0..=1_000_000.0).contains(&mult)) {
+        return Err(CoreError::OutOfRange("cooldown.multiplier"));
+    }
+    let cfg = BreakerConfig {
+        consecutive_failures: p.consecutive_failures,
+        failure_rate_ppm: p
+            .failure_rate
+            .map(ppm)
+            .transpose()
+            .map_err(|_| CoreError::OutOfRange("failure_rate"))?,
+        slow_call: match (p.slow_call, p.slow_call_rate) {
+            (Some(t), Some(r)) => Some(SlowCall {
+                threshold: t.0.into(),
+                rate_ppm: ppm(r).map_err(|_| CoreError::OutOfRange("slow_call_rate"))?,
+            }),
+            _ => None,
+        },
+        window: p.window,
+        min_calls: p.min_calls,
+        cooldown: Cooldown {
+            base: p.cooldown_base.0.into(),
+            max: p.cooldown_max.0.into(),
+            multiplier_milli: mult.round() as u32,
+            jitter_ppm: ppm(p.cooldown_jitter)
+                .map_err(|_| CoreError::OutOfRange("cooldown.jitter"))?,
+        },
+        probes: p.probes,
+        successes: p.successes,
+        ramp: p.ramp.0.into(),
+        probe_timeout: probe_timeout(total),
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The core retry-budget parameters of `budget = {...}`.
+pub(crate) fn budget_config(p: &BudgetPolicy) -> Result<weir_core::RetryBudgetConfig, CoreError> {
+    let ratio = ratio_ppm_from_f64(p.ratio).ok_or(CoreError::OutOfRange("ratio"))?;
+    let min = u32::try_from(p.min_per_sec).map_err(|_| CoreError::OutOfRange("min_per_sec"))?;
+    weir_core::RetryBudgetConfig::new(ratio, min, p.ttl.0.into())
+}
+
+/// The core backoff of `backoff = {...}` (doubling; the contract has no multiplier).
+pub(crate) fn backoff(p: &BackoffPolicy) -> Result<Backoff, CoreError> {
+    use crate::config::raw::Jitter as J;
+    let jitter = match p.jitter {
+        J::None => weir_core::Jitter::None,
+        J::Full => weir_core::Jitter::Full,
+        J::Equal => weir_core::Jitter::Equal,
+        J::Decorrelated => weir_core::Jitter::Decorrelated,
+    };
+    Backoff::exponential(p.base.0.into(), p.max.0.into(), jitter)
+}
+
+/// The delay before retry number `retry` (1 = first retry); `prev` = the previous delay
+/// (decorrelated jitter), zero before the first retry.
+pub(crate) fn backoff_delay(b: &Backoff, retry: u32, prev: Nanos, rng: &mut impl Rng) -> Nanos {
+    if b.jitter() == weir_core::Jitter::Decorrelated && !prev.is_zero() {
+        b.delay_after(prev, rng)
+    } else {
+        b.delay(retry, rng)
+    }
+}
+
+/// Checks a limiter's numbers against the core's constructors (config time).
+pub(crate) fn check_algorithm(alg: &Algorithm) -> Result<(), CoreError> {
+    match *alg {
+        Algorithm::TokenBucket { rate, per, burst } => {
+            TokenBucketConfig::new(rate, per.0.into(), burst).map(|_| ())
+        }
+        // CORE-PENDING (core-limiters): leaky bucket and windows are checked by the
+        // policy compiler only until their core constructors land.
+        _ => Ok(()),
+    }
+}
+
+// ---- keyed local limiters ---------------------------------------------------------------
 
 /// What a local keyed limiter answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,127 +128,118 @@ pub(crate) trait KeyedLimiter: Send + Sync {
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire;
 }
 
-/// Breaker states with the contract's spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BreakerState {
-    Closed,
-    Open,
-    HalfOpen,
-}
-
-impl BreakerState {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
+/// Builds the keyed limiter of a local rate limit. `None` when the algorithm is not yet
+/// available from weir-core (the route then admits, see ENGINE_API.md).
+pub(crate) fn keyed_limiter(alg: &Algorithm, max_keys: u64) -> Option<Box<dyn KeyedLimiter>> {
+    match *alg {
+        Algorithm::TokenBucket { rate, per, burst } => {
+            let cfg = TokenBucketConfig::new(rate, per.0.into(), burst).ok()?;
+            Some(Box::new(InterimKeyed::new(cfg, max_keys)))
         }
-    }
-    pub(crate) fn gauge(self) -> i64 {
-        match self {
-            BreakerState::Closed => 0,
-            BreakerState::Open => 1,
-            BreakerState::HalfOpen => 2,
-        }
+        // CORE-PENDING (core-limiters): leaky bucket, windows, sliding log.
+        _ => None,
     }
 }
 
-/// A circuit breaker shared by all requests of a route.
-pub(crate) trait Breaker: Send + Sync {
-    /// May a call start now? (HALF_OPEN: takes a probe slot; ramp: admitted fraction.)
-    fn allow(&self, now: Nanos) -> bool;
-    /// The outcome of a call that `allow` admitted.
-    fn record(&self, now: Nanos, failure: bool, elapsed: Nanos);
-    /// The state now.
-    fn state(&self, now: Nanos) -> BreakerState;
-    /// Transitions since the last call, oldest first.
-    fn take_transitions(&self, out: &mut Vec<(BreakerState, BreakerState)>);
+fn unlimited() -> Decision {
+    Decision {
+        verdict: Verdict::Admit,
+        remaining: 0,
+        retry_after: Nanos::ZERO,
+        reset_after: Nanos::ZERO,
+    }
 }
 
-/// Retries ≤ ratio × requests + reserve.
-pub(crate) trait RetryBudget: Send + Sync {
-    fn deposit(&self, now: Nanos);
-    fn try_withdraw(&self, now: Nanos) -> bool;
+fn never(e: InsufficientCapacity) -> Decision {
+    // Cost is 1 and every capacity is at least 1: unreachable in practice; refuse.
+    let _ = e;
+    Decision {
+        verdict: Verdict::Reject,
+        remaining: 0,
+        retry_after: Nanos::MAX,
+        reset_after: Nanos::ZERO,
+    }
 }
 
-/// A counting semaphore whose permits are released by dropping them.
-pub(crate) trait Semaphore: Send + Sync {
-    fn try_acquire(self: std::sync::Arc<Self>) -> Option<Box<dyn Send + Sync>>;
+const SHARDS: usize = 16;
+
+/// CORE-PENDING (core-limiters keyed table): an interim bounded keyed store over any core
+/// [`weir_core::Algorithm`] — storage only, every decision is the algorithm's pure step.
+/// At most `max_keys` states; a new key when full first evicts *fresh* states of its shard
+/// (equivalent to a new limiter, so forgetting them grants nothing), and if none, is counted
+/// on one shared overflow limiter with the route's parameters. Exhausted keys are never
+/// evicted, so churn cannot refresh them.
+struct InterimKeyed<A: weir_core::Algorithm> {
+    alg: A,
+    max_keys: u64,
+    len: AtomicU64,
+    shards: [Mutex<HashMap<u64, A::State>>; SHARDS],
+    overflow: Mutex<A::State>,
 }
 
-pub(crate) fn keyed_limiter(
-    _alg: &Algorithm,
-    _max_keys: u64,
-    _now: Nanos,
-) -> Box<dyn KeyedLimiter> {
-    Box::new(PendingLimiter)
+impl<A: weir_core::Algorithm> InterimKeyed<A> {
+    fn new(alg: A, max_keys: u64) -> Self {
+        let overflow = Mutex::new(alg.fresh_state());
+        InterimKeyed {
+            alg,
+            max_keys,
+            len: AtomicU64::new(0),
+            shards: core::array::from_fn(|_| Mutex::new(HashMap::new())),
+            overflow,
+        }
+    }
 }
 
-pub(crate) fn breaker(_p: &BreakerPolicy, _seed: u64, _now: Nanos) -> Box<dyn Breaker> {
-    Box::new(PendingBreaker)
-}
-
-pub(crate) fn retry_budget(_p: &BudgetPolicy, _now: Nanos) -> Box<dyn RetryBudget> {
-    Box::new(PendingBudget)
-}
-
-pub(crate) fn semaphore(_max: u64) -> std::sync::Arc<dyn Semaphore> {
-    std::sync::Arc::new(PendingSemaphore)
-}
-
-/// The delay before retry number `retry` (1 = first retry).
-pub(crate) fn backoff_delay(
-    p: &BackoffPolicy,
-    _retry: u32,
-    _prev: Nanos,
-    _rng: &mut SplitMix64,
-) -> Nanos {
-    // CORE-PENDING: weir_core::Backoff.
-    p.base.0.into()
-}
-
-/// CORE-PENDING placeholder: admits everything.
-struct PendingLimiter;
-impl KeyedLimiter for PendingLimiter {
-    fn acquire(&self, _key: u64, _now: Nanos, _cost: u64) -> LocalAcquire {
+impl<A> KeyedLimiter for InterimKeyed<A>
+where
+    A: weir_core::Algorithm + Send + Sync,
+    A::State: Send,
+{
+    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
+        let mut shard = self.shards[(key >> 60) as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(st) = shard.get_mut(&key) {
+            let decision = self.alg.acquire_state(st, now, cost).unwrap_or_else(never);
+            return LocalAcquire {
+                decision,
+                overflow: false,
+            };
+        }
+        if self.len.load(Ordering::Acquire) >= self.max_keys {
+            let before = shard.len();
+            shard.retain(|_, st| !self.alg.is_fresh_state(st, now));
+            self.len
+                .fetch_sub((before - shard.len()) as u64, Ordering::AcqRel);
+        }
+        if self.len.fetch_add(1, Ordering::AcqRel) >= self.max_keys {
+            self.len.fetch_sub(1, Ordering::AcqRel);
+            drop(shard);
+            let mut st = self.overflow.lock().unwrap_or_else(|p| p.into_inner());
+            let decision = self
+                .alg
+                .acquire_state(&mut st, now, cost)
+                .unwrap_or_else(never);
+            return LocalAcquire {
+                decision,
+                overflow: true,
+            };
+        }
+        let mut st = self.alg.fresh_state();
+        let decision = self
+            .alg
+            .acquire_state(&mut st, now, cost)
+            .unwrap_or_else(never);
+        shard.insert(key, st);
         LocalAcquire {
-            decision: Decision {
-                verdict: Verdict::Admit,
-                remaining: 0,
-                retry_after: Nanos::ZERO,
-                reset_after: Nanos::ZERO,
-            },
+            decision,
             overflow: false,
         }
     }
 }
 
-/// CORE-PENDING placeholder: never trips.
-struct PendingBreaker;
-impl Breaker for PendingBreaker {
-    fn allow(&self, _now: Nanos) -> bool {
-        true
-    }
-    fn record(&self, _now: Nanos, _failure: bool, _elapsed: Nanos) {}
-    fn state(&self, _now: Nanos) -> BreakerState {
-        BreakerState::Closed
-    }
-    fn take_transitions(&self, _out: &mut Vec<(BreakerState, BreakerState)>) {}
-}
-
-/// CORE-PENDING placeholder: always has budget.
-struct PendingBudget;
-impl RetryBudget for PendingBudget {
-    fn deposit(&self, _now: Nanos) {}
-    fn try_withdraw(&self, _now: Nanos) -> bool {
-        true
-    }
-}
-
-/// CORE-PENDING placeholder: unlimited permits.
-struct PendingSemaphore;
-impl Semaphore for PendingSemaphore {
-    fn try_acquire(self: std::sync::Arc<Self>) -> Option<Box<dyn Send + Sync>> {
-        Some(Box::new(()))
-    }
+/// Admits everything: the stand-in for a local algorithm weir-core does not have yet.
+#[allow(dead_code)]
+pub(crate) fn pass_decision() -> Decision {
+    unlimited()
 }
