@@ -16,6 +16,20 @@
 //! is documented on the item (always in the conservative direction: never admit more than
 //! the exact model).
 //!
+//! ## Rate limiters
+//! | primitive | single-owner | shared (lock-free) | exactness |
+//! |---|---|---|---|
+//! | GCRA token bucket | [`TokenBucket`] | [`SharedTokenBucket`] | exact rational rate, no horizon single-owner; shared exact within [`TokenBucketConfig::horizon`] |
+//! | nginx `limit_req` leaky bucket | [`LeakyBucket`] | [`SharedLeakyBucket`] | exact ns (nginx rounds to ms) |
+//! | fixed window | [`FixedWindow`] | [`SharedFixedWindow`] | exact within 2^31+ windows between calls |
+//! | sliding-window counter | [`SlidingWindow`] | [`SharedSlidingWindow`] | conservative rounding of the weighted estimate |
+//! | sliding log | [`SlidingLog`] | — | exact, `N` entries inline |
+//! | bounded keyed state | [`KeyedLimiter`] (any [`Algorithm`]) | [`KeyedTokenBuckets`] (16 B/key) | evicts only fresh-equivalent state; overflow limiter |
+//!
+//! All answer a [`Decision`] (verdict, `remaining`, `retry_after`, `reset_after`) and
+//! implement [`RateLimiter`] or [`SharedRateLimiter`]; bad parameters are a
+//! [`ConfigError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
+//!
 //! ## Targets without 64-bit atomics
 //! Shared forms use 64-bit atomics. On targets that lack them (e.g. `thumbv7em-none-eabihf`)
 //! enable the `fallback` feature: portable-atomic then implements them with a global
