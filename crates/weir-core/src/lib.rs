@@ -21,19 +21,46 @@
 //! enable the `fallback` feature: portable-atomic then implements them with a global
 //! spin-lock based fallback (correct, but not lock-free on such targets).
 #![no_std]
+#![warn(
+    clippy::std_instead_of_core,
+    clippy::std_instead_of_alloc,
+    clippy::alloc_instead_of_core
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub(crate) mod arith;
 pub(crate) mod sync;
 
+pub mod backoff;
+pub mod breaker;
+pub mod deadline;
 pub mod decision;
+pub mod error;
+pub mod limiter;
+#[doc(hidden)]
+pub mod reference;
+pub mod retry_budget;
 pub mod rng;
+pub mod semaphore;
 pub mod time;
+pub mod token_bucket;
 
+pub use backoff::{Backoff, BackoffSequence, Jitter};
+pub use breaker::{
+    Admission, Admitted, Breaker, BreakerConfig, BreakerState, Cooldown, RejectReason, Rejected,
+    SharedBreaker, SlowCall, Ticket, Transition,
+};
+pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
+pub use error::ConfigError;
+pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
+pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
