@@ -506,3 +506,48 @@ async fn run_job(
         }
     }
 }
+
+/// The store as the policy engine's [`weir_policy::GlobalStore`].
+impl weir_policy::GlobalStore for RedisStore {
+    fn acquire(
+        &self,
+        req: weir_policy::StoreRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Decision, weir_policy::StoreError>> + Send>>
+    {
+        use weir_policy::GlobalLimit as G;
+        let limit = match req.limit {
+            G::TokenBucket { rate, per, burst } => Limit::TokenBucket { rate, per, burst },
+            G::FixedWindow { limit, window } => Limit::FixedWindow { limit, window },
+            G::SlidingWindow { limit, window } => Limit::SlidingWindow { limit, window },
+            other => {
+                let msg = format!("{other:?} is not available with scope = \"global\"");
+                return Box::pin(async move { Err(weir_policy::StoreError(msg)) });
+            }
+        };
+        let fut = RedisStore::acquire(self, &req.key, &limit, req.cost);
+        Box::pin(async move {
+            fut.await
+                .map_err(|e| weir_policy::StoreError(e.to_string()))
+        })
+    }
+}
+
+/// Installs a Redis store on `engine` when its config has a `[store]` of kind `redis`
+/// (both frontends call this at start-up). Without a `[store]`, returns the engine as is.
+pub fn attach(engine: weir_policy::Engine) -> Result<weir_policy::Engine, StoreError> {
+    let Some(sc) = engine.store_config() else {
+        return Ok(engine);
+    };
+    if sc.kind != "redis" {
+        return Err(StoreError::config(&format!(
+            "unknown store kind {:?}",
+            sc.kind
+        )));
+    }
+    let store = RedisStore::start(RedisSettings {
+        url: sc.url.clone(),
+        timeout: sc.timeout,
+        lease: sc.lease,
+    })?;
+    Ok(engine.with_store(std::sync::Arc::new(store)))
+}
