@@ -69,7 +69,30 @@ pub enum Limit {
         /// Window length.
         window: Nanos,
     },
+    /// Leaky bucket with nginx `limit_req` semantics.
+    LeakyBucket {
+        /// Requests per `per`.
+        rate: u64,
+        /// The period.
+        per: Nanos,
+        /// Excess requests accepted (queued).
+        burst: u64,
+        /// Excess passed without delay.
+        delay: u64,
+        /// Pass all accepted excess at once.
+        nodelay: bool,
+    },
+    /// Exact sliding log (a sorted set of instants; `limit` ≤ [`MAX_LOG_LIMIT`]).
+    SlidingLog {
+        /// Units per window.
+        limit: u64,
+        /// Window length.
+        window: Nanos,
+    },
 }
+
+/// Largest `limit` of a global sliding log: each admitted unit is a sorted-set member.
+pub const MAX_LOG_LIMIT: u64 = 100_000;
 
 /// 2^53: integers below this are exact in Redis' Lua numbers.
 const LUA_EXACT: u128 = 1 << 53;
@@ -93,7 +116,29 @@ impl Limit {
                     );
                 }
             }
-            Limit::FixedWindow { limit, window } | Limit::SlidingWindow { limit, window } => {
+            Limit::LeakyBucket {
+                rate, per, burst, ..
+            } => {
+                let per_us = per.as_u64() / 1_000;
+                if rate == 0 || per_us == 0 {
+                    return bad("leaky bucket needs rate and per (>= 1us) above zero");
+                }
+                if (u128::from(burst) + 2) * u128::from(per_us) >= LUA_EXACT
+                    || u128::from(rate) * u128::from(per_us) >= LUA_EXACT
+                {
+                    return bad(
+                        "leaky bucket too large for exact evaluation in Redis ((burst + 2) x per_us >= 2^53)",
+                    );
+                }
+            }
+            Limit::SlidingLog { limit, window }
+                if limit > MAX_LOG_LIMIT || window.as_u64() < 1_000 || limit == 0 =>
+            {
+                return bad("sliding log needs 1 <= limit <= 100000 and window >= 1us");
+            }
+            Limit::FixedWindow { limit, window }
+            | Limit::SlidingWindow { limit, window }
+            | Limit::SlidingLog { limit, window } => {
                 let win_us = window.as_u64() / 1_000;
                 if limit == 0 || win_us == 0 {
                     return bad("window needs limit and window (>= 1us) above zero");
@@ -111,7 +156,10 @@ impl Limit {
     fn capacity(&self) -> u64 {
         match *self {
             Limit::TokenBucket { burst, .. } => burst,
-            Limit::FixedWindow { limit, .. } | Limit::SlidingWindow { limit, .. } => limit,
+            Limit::LeakyBucket { burst, .. } => burst.saturating_add(1),
+            Limit::FixedWindow { limit, .. }
+            | Limit::SlidingWindow { limit, .. }
+            | Limit::SlidingLog { limit, .. } => limit,
         }
     }
 }
@@ -178,7 +226,7 @@ pub struct RedisSettings {
 struct Job {
     script: Which,
     key: String,
-    args: [u64; 5],
+    args: [u64; 6],
     nargs: usize,
     reply: oneshot::Sender<Result<[u64; 5], StoreError>>,
 }
@@ -188,6 +236,8 @@ enum Which {
     TokenBucket,
     FixedWindow,
     SlidingWindow,
+    LeakyBucket,
+    SlidingLog,
 }
 
 #[derive(Debug)]
@@ -294,7 +344,8 @@ impl RedisStore {
         if cost > limit.capacity() {
             return Prepared::Done(Err(StoreError::config("cost exceeds the limit's capacity")));
         }
-        let (which, args, nargs) = match *limit {
+        let ms = |n: Nanos| n.as_u64() / 1_000;
+        let (which, args, nargs): (Which, [u64; 6], usize) = match *limit {
             Limit::TokenBucket { rate, per, burst } => {
                 if self.inner.lease > 0 {
                     if let Some(d) = self.inner.spend_lease(key, cost) {
@@ -302,21 +353,27 @@ impl RedisStore {
                     }
                 }
                 let want = cost.max(self.inner.lease).min(burst);
-                (
-                    Which::TokenBucket,
-                    [rate, per.as_u64() / 1_000, burst, cost, want],
-                    5,
-                )
+                (Which::TokenBucket, [rate, ms(per), burst, cost, want, 0], 5)
             }
-            Limit::FixedWindow { limit, window } => (
-                Which::FixedWindow,
-                [limit, window.as_u64() / 1_000, cost, 0, 0],
-                3,
-            ),
-            Limit::SlidingWindow { limit, window } => (
-                Which::SlidingWindow,
-                [limit, window.as_u64() / 1_000, cost, 0, 0],
-                3,
+            Limit::FixedWindow { limit, window } => {
+                (Which::FixedWindow, [limit, ms(window), cost, 0, 0, 0], 3)
+            }
+            Limit::SlidingWindow { limit, window } => {
+                (Which::SlidingWindow, [limit, ms(window), cost, 0, 0, 0], 3)
+            }
+            Limit::SlidingLog { limit, window } => {
+                (Which::SlidingLog, [limit, ms(window), cost, 0, 0, 0], 3)
+            }
+            Limit::LeakyBucket {
+                rate,
+                per,
+                burst,
+                delay,
+                nodelay,
+            } => (
+                Which::LeakyBucket,
+                [rate, ms(per), burst, delay, u64::from(nodelay), cost],
+                6,
             ),
         };
         let (reply, rx) = oneshot::channel();
@@ -398,12 +455,15 @@ impl Inner {
                 }
             }
         }
+        let verdict = match (allowed, limit) {
+            (1, Limit::LeakyBucket { .. }) if taken > 0 => {
+                Verdict::Delay(Nanos::from_micros(taken))
+            }
+            (1, _) => Verdict::Admit,
+            _ => Verdict::Reject,
+        };
         Decision {
-            verdict: if allowed == 1 {
-                Verdict::Admit
-            } else {
-                Verdict::Reject
-            },
+            verdict,
             remaining: remaining + extra,
             retry_after: if allowed == 1 {
                 Nanos::ZERO
@@ -427,6 +487,8 @@ fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, ti
         redis::Script::new(scripts::TOKEN_BUCKET),
         redis::Script::new(scripts::FIXED_WINDOW),
         redis::Script::new(scripts::SLIDING_WINDOW),
+        redis::Script::new(scripts::LEAKY_BUCKET),
+        redis::Script::new(scripts::SLIDING_LOG),
     ]);
     let conn: Arc<tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>> =
         Arc::new(tokio::sync::Mutex::new(None));
@@ -455,7 +517,7 @@ fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, ti
 async fn run_job(
     client: &redis::Client,
     conn: &tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
-    scripts: &[redis::Script; 3],
+    scripts: &[redis::Script; 5],
     job: &Job,
 ) -> Result<[u64; 5], StoreError> {
     let mut c = {
@@ -477,6 +539,9 @@ async fn run_job(
     };
     let script = &scripts[job.script as usize];
     let mut inv = script.key(&job.key);
+    if let Which::SlidingLog = job.script {
+        inv.key(format!("{}:seq", job.key));
+    }
     for a in &job.args[..job.nargs] {
         inv.arg(*a);
     }
@@ -519,10 +584,20 @@ impl weir_policy::GlobalStore for RedisStore {
             G::TokenBucket { rate, per, burst } => Limit::TokenBucket { rate, per, burst },
             G::FixedWindow { limit, window } => Limit::FixedWindow { limit, window },
             G::SlidingWindow { limit, window } => Limit::SlidingWindow { limit, window },
-            other => {
-                let msg = format!("{other:?} is not available with scope = \"global\"");
-                return Box::pin(async move { Err(weir_policy::StoreError(msg)) });
-            }
+            G::SlidingLog { limit, window } => Limit::SlidingLog { limit, window },
+            G::LeakyBucket {
+                rate,
+                per,
+                burst,
+                delay,
+                nodelay,
+            } => Limit::LeakyBucket {
+                rate,
+                per,
+                burst,
+                delay,
+                nodelay,
+            },
         };
         let fut = RedisStore::acquire(self, &req.key, &limit, req.cost);
         Box::pin(async move {

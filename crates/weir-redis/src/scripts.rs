@@ -6,7 +6,8 @@
 //! [`crate::Limit::validate`]): the token bucket keeps its level in units of
 //! `1 / per_us` tokens, so `burst × per_us < 2^53` is checked before a script runs.
 //!
-//! Every script returns `{allowed, taken, remaining, retry_us, reset_us}`:
+//! Every script returns `{allowed, taken, remaining, retry_us, reset_us}` (the leaky
+//! bucket returns its delay in µs in place of `taken`):
 //! `allowed` 1/0; `taken` tokens granted (≥ cost when allowed; more with a lease);
 //! `remaining` whole cost-1 admissions left after the call; `retry_us` for a denial, the
 //! time until the cost would be admitted; `reset_us` the time until `remaining` grows.
@@ -138,4 +139,93 @@ c = c + cost
 redis.call('HSET', KEYS[1], 'w', id, 'c', c, 'p', p)
 redis.call('PEXPIRE', KEYS[1], math.ceil((2 * win - elapsed) / 1000) + 1)
 return {1, cost, limit - (weighted + cost), 0, win - elapsed}
+"#;
+
+/// Leaky bucket with nginx `limit_req` semantics, as `weir-core`'s. Units: one request
+/// = `per_us` units, leaking `rate` units per µs (exact). State `{x, t}`: `x` = the excess
+/// left by the last passed request *plus that request* (core: `V − last`), at `t`.
+/// A request of cost `n` at `now` sees `e = max(0, x − elapsed·rate) + (n − 1)·per_us`;
+/// `e > burst·per_us` rejects without changing state; otherwise `x = e + per_us`, and it
+/// passes at once when `nodelay` or `e ≤ delay·per_us`, else after
+/// `(e − delay·per_us) / rate` µs (rounded up). TTL = time until `x` has leaked away.
+///
+/// KEYS[1] state key; ARGV: rate, per_us, burst, delay, nodelay (0/1), cost.
+/// Returns `{allowed, delay_us, remaining, retry_us, reset_us}`.
+pub(crate) const LEAKY_BUCKET: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local rate = tonumber(ARGV[1])
+local per = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local delay = tonumber(ARGV[4])
+local nodelay = tonumber(ARGV[5]) == 1
+local cost = tonumber(ARGV[6])
+local x, last = 0, now
+local s = redis.call('HMGET', KEYS[1], 'x', 't')
+if s[1] then
+  x = tonumber(s[1])
+  last = tonumber(s[2])
+end
+local elapsed = 0
+if now > last then elapsed = now - last end
+local left = 0
+if elapsed < math.ceil(x / rate) then left = x - elapsed * rate end
+if left < 0 then left = 0 end
+local e = left + (cost - 1) * per
+if e > burst * per then
+  local need = x - (burst - cost + 1) * per
+  local retry = math.ceil(need / rate) - elapsed
+  if retry < 1 then retry = 1 end
+  return {0, 0, 0, retry, retry}
+end
+local nx = e + per
+redis.call('HSET', KEYS[1], 'x', nx, 't', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(math.ceil(nx / rate) / 1000) + 1)
+local wait = 0
+if (not nodelay) and e > delay * per then
+  wait = math.ceil((e - delay * per) / rate)
+end
+local d = delay
+if nodelay or d > burst then d = burst end
+local rem = 0
+if d * per >= nx then rem = math.floor((d * per - nx) / per) + 1 end
+local reset = 0
+local frac = nx % per
+if frac == 0 then frac = per end
+reset = math.ceil(frac / rate)
+return {1, wait, rem, 0, reset}
+"#;
+
+/// Exact sliding log, as `weir-core`'s: a sorted set of admission instants (µs); an
+/// event at `t` counts while `now < t + window`. `cost` units are admitted iff fewer than
+/// `limit − cost + 1` events are younger than `window`; otherwise `retry_us` is the time
+/// until enough of the oldest leave. TTL = one window after the newest event.
+///
+/// KEYS[1] sorted set; KEYS[2] sequence counter (same hash tag); ARGV: limit, window_us, cost.
+pub(crate) const SLIDING_LOG: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit = tonumber(ARGV[1])
+local win = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
+local count = redis.call('ZCARD', KEYS[1])
+if count + cost > limit then
+  local k = count + cost - limit
+  local kth = redis.call('ZRANGE', KEYS[1], k - 1, k - 1, 'WITHSCORES')
+  local retry = tonumber(kth[2]) + win - now
+  if retry < 1 then retry = 1 end
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local reset = tonumber(oldest[2]) + win - now
+  return {0, 0, limit - count, retry, reset}
+end
+local seq = redis.call('INCRBY', KEYS[2], cost)
+for i = 1, cost do
+  redis.call('ZADD', KEYS[1], now, now .. ':' .. (seq - cost + i))
+end
+redis.call('PEXPIRE', KEYS[1], math.ceil(win / 1000) + 1)
+redis.call('PEXPIRE', KEYS[2], math.ceil(win / 1000) + 1)
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local reset = tonumber(oldest[2]) + win - now
+return {1, cost, limit - count - cost, 0, reset}
 "#;

@@ -358,3 +358,76 @@ fn lease_over_admission_is_bounded() {
         "admitted only {admitted} of ideal {ideal:.1}"
     );
 }
+
+#[test]
+fn leaky_bucket_shapes_like_nginx() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    // 2 per second, burst 2, delay 1: pass, pass (within delay), delay ~500ms, reject.
+    let limit = Limit::LeakyBucket {
+        rate: 2,
+        per: Nanos::from_secs(1),
+        burst: 2,
+        delay: 1,
+        nodelay: false,
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{lk:k}", &limit, 1)).unwrap())
+        .collect();
+    assert_eq!(got[0].verdict, Verdict::Admit, "{got:?}");
+    assert_eq!(got[1].verdict, Verdict::Admit, "{got:?}");
+    match got[2].verdict {
+        Verdict::Delay(d) => assert!(
+            d > Nanos::from_millis(400) && d <= Nanos::from_millis(500),
+            "{d:?}"
+        ),
+        v => panic!("expected a delay, got {v:?}"),
+    }
+    assert_eq!(got[3].verdict, Verdict::Reject, "{got:?}");
+    assert!(
+        got[3].retry_after > Nanos::ZERO && got[3].retry_after <= Nanos::from_millis(500),
+        "{got:?}"
+    );
+    // nodelay: the accepted excess passes at once.
+    let nd = Limit::LeakyBucket {
+        rate: 2,
+        per: Nanos::from_secs(1),
+        burst: 2,
+        delay: 0,
+        nodelay: true,
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{lk:nd}", &nd, 1)).unwrap().verdict)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Verdict::Admit,
+            Verdict::Admit,
+            Verdict::Admit,
+            Verdict::Reject
+        ]
+    );
+}
+
+#[test]
+fn sliding_log_is_exact() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    let limit = Limit::SlidingLog {
+        limit: 3,
+        window: Nanos::from_millis(300),
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{sl:k}", &limit, 1)).unwrap())
+        .collect();
+    assert!(got[..3].iter().all(|d| d.is_allowed()), "{got:?}");
+    assert_eq!(got[3].verdict, Verdict::Reject);
+    assert!(got[3].retry_after <= Nanos::from_millis(300), "{got:?}");
+    thread::sleep(Duration::from(got[3].retry_after) + Duration::from_millis(5));
+    assert!(
+        block_on(s.acquire("weir:{sl:k}", &limit, 1))
+            .unwrap()
+            .is_allowed()
+    );
+}
