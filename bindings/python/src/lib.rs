@@ -1,0 +1,24 @@
+//! `weir._weir`: the native half of the `weir` Python package.
+//!
+//! Glue only: every decision is made by `weir-core`'s primitives (the exact production
+//! decisions); this crate converts arguments (float seconds ↔ [`weir_core::Nanos`], see
+//! [`time`]), maps outcomes to exceptions in one place ([`errors`]) and wraps results.
+//! Objects are `#[pyclass(frozen)]` over the core's lock-free shared forms, so they are
+//! thread-safe without a `Mutex` or pyo3's borrow flag on the hot path.
+
+mod decision;
+mod errors;
+mod time;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<time::PyManualClock>()?;
+    m.add_class::<decision::PyDecision>()?;
+    m.add(
+        "InsufficientCapacity",
+        m.py().get_type::<errors::InsufficientCapacity>(),
+    )?;
+    Ok(())
+}
