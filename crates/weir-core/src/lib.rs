@@ -26,13 +26,20 @@
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub(crate) mod arith;
 pub(crate) mod sync;
 
 pub mod decision;
+pub mod error;
+pub mod limiter;
 pub mod rng;
 pub mod time;
+pub mod token_bucket;
 
 pub use decision::{Decision, InsufficientCapacity, Verdict};
+pub use error::ConfigError;
+pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use rng::{Rng, SplitMix64};
 #[cfg(feature = "std")]
 pub use time::StdClock;
