@@ -72,13 +72,13 @@ impl PyDecision {
     fn __repr__(&self) -> String {
         let d = &self.inner;
         let mut s = format!(
-            "Decision(allowed={}, remaining={}, retry_after={}",
+            "Decision(allowed={}, remaining={}, retry_after={:?}",
             if d.is_allowed() { "True" } else { "False" },
             d.remaining,
             to_secs(d.retry_after),
         );
         if d.delay() != Nanos::ZERO {
-            s.push_str(&format!(", delay={}", to_secs(d.delay())));
+            s.push_str(&format!(", delay={:?}", to_secs(d.delay())));
         }
         s.push(')');
         s

@@ -8,6 +8,8 @@
 
 mod decision;
 mod errors;
+mod limiters;
+mod replay;
 mod time;
 
 use pyo3::prelude::*;
@@ -16,6 +18,8 @@ use pyo3::prelude::*;
 fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<time::PyManualClock>()?;
     m.add_class::<decision::PyDecision>()?;
+    m.add_class::<limiters::PyTokenBucket>()?;
+    m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add(
         "InsufficientCapacity",
         m.py().get_type::<errors::InsufficientCapacity>(),

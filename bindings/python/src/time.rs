@@ -93,7 +93,7 @@ impl PyManualClock {
     }
 
     fn __repr__(&self) -> String {
-        format!("ManualClock(now={})", to_secs(self.inner.now()))
+        format!("ManualClock(now={:?})", to_secs(self.inner.now()))
     }
 }
 
@@ -148,7 +148,7 @@ impl TimeSource {
     /// For reprs: `ManualClock(now=…)` or `monotonic`.
     pub(crate) fn describe(&self) -> String {
         match self {
-            TimeSource::Manual(c, _) => format!("ManualClock(now={})", to_secs(c.now())),
+            TimeSource::Manual(c, _) => format!("ManualClock(now={:?})", to_secs(c.now())),
             TimeSource::Monotonic(_) => "monotonic".into(),
         }
     }

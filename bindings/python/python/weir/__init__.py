@@ -9,10 +9,19 @@ Run experiments on a :class:`ManualClock` (deterministic, no sleeping) or leave 
 for the OS monotonic clock. See ``docs/PYTHON.md`` in the repository.
 """
 
-from weir._weir import Decision, InsufficientCapacity, ManualClock
+from weir._weir import (
+    Decision,
+    InsufficientCapacity,
+    ManualClock,
+    TokenBucket,
+)
+from weir._replay import ReplayResult, replay
 
 __all__ = [
     "Decision",
     "InsufficientCapacity",
     "ManualClock",
+    "ReplayResult",
+    "TokenBucket",
+    "replay",
 ]
