@@ -1,14 +1,16 @@
-//! Configuration errors shared by every rate-limiting primitive.
+//! Configuration errors shared by every primitive: a constructor given an impossible value
+//! says which one.
 //!
 //! Bad parameters are rejected once, at construction, so the hot path never has to
-//! check them (and never panics on them).
+//! check them (and never panics on them). The variants name the offending field with the
+//! spelling the frontends' config files use.
 
 use core::fmt;
 
-/// A limiter parameter that cannot be used.
+/// An impossible configuration value, naming the field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConfigError {
-    /// The named parameter must be non-zero (`rate`, `per`, `burst`, `limit`, `window`).
+    /// The named parameter must be non-zero (`rate`, `per`, `burst`, `limit`, `window`, …).
     Zero(&'static str),
     /// The named parameter (or a product of parameters, e.g. `burst × per / rate`) is too
     /// large for the exact integer representation; the item docs give the bound.
@@ -19,6 +21,16 @@ pub enum ConfigError {
         limit: u64,
         /// The log's compile-time capacity `N`.
         capacity: u64,
+    },
+    /// A value outside its documented range (e.g. a ratio above its maximum, a window
+    /// wider than the fixed capacity).
+    OutOfRange(&'static str),
+    /// Two values in the wrong order: `low` must not exceed `high` (e.g. `base` > `max`).
+    Order {
+        /// The field that must be the smaller.
+        low: &'static str,
+        /// The field that must be the larger.
+        high: &'static str,
     },
 }
 
@@ -32,9 +44,12 @@ impl fmt::Display for ConfigError {
             ConfigError::LimitAboveCapacity { limit, capacity } => {
                 write!(f, "limit {limit} exceeds the log capacity {capacity}")
             }
+            ConfigError::OutOfRange(field) => write!(f, "`{field}` is out of range"),
+            ConfigError::Order { low, high } => {
+                write!(f, "`{low}` must not be greater than `{high}`")
+            }
         }
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}

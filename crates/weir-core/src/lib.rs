@@ -30,17 +30,32 @@ extern crate std;
 pub(crate) mod arith;
 pub(crate) mod sync;
 
+pub mod backoff;
+pub mod breaker;
+pub mod deadline;
 pub mod decision;
 pub mod error;
 pub mod limiter;
+#[doc(hidden)]
+pub mod reference;
+pub mod retry_budget;
 pub mod rng;
+pub mod semaphore;
 pub mod time;
 pub mod token_bucket;
 
+pub use backoff::{Backoff, BackoffSequence, Jitter};
+pub use breaker::{
+    Admission, Admitted, Breaker, BreakerConfig, BreakerState, Cooldown, RejectReason, Rejected,
+    SharedBreaker, SlowCall, Ticket, Transition,
+};
+pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
 pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use rng::{Rng, SplitMix64};
 #[cfg(feature = "std")]
 pub use time::StdClock;
