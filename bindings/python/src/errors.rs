@@ -59,18 +59,7 @@ pub(crate) fn value_error(name: &str, what: impl core::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{name} {what}"))
 }
 
-/// A core configuration error as a `ValueError` naming the parameter.
+/// A core configuration error as a `ValueError`; the core's message names the parameter.
 pub(crate) fn config(e: weir_core::ConfigError) -> PyErr {
-    use weir_core::ConfigError as C;
-    match e {
-        C::Zero(p) => PyValueError::new_err(format!("{p} must be > 0")),
-        C::TooLarge(p) => PyValueError::new_err(format!(
-            "{p} is too large for exact integer arithmetic"
-        )),
-        C::LimitAboveCapacity { limit, capacity } => PyValueError::new_err(format!(
-            "limit {limit} exceeds the sliding log capacity {capacity}"
-        )),
-        #[allow(unreachable_patterns)]
-        other => PyValueError::new_err(other.to_string()),
-    }
+    PyValueError::new_err(e.to_string().replace('`', ""))
 }

@@ -10,6 +10,7 @@ mod decision;
 mod errors;
 mod limiters;
 mod replay;
+mod resilience;
 mod time;
 
 use pyo3::prelude::*;
@@ -19,6 +20,12 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<time::PyManualClock>()?;
     m.add_class::<decision::PyDecision>()?;
     m.add_class::<limiters::PyTokenBucket>()?;
+    m.add_class::<resilience::PySemaphore>()?;
+    m.add_class::<resilience::PyPermit>()?;
+    m.add_class::<resilience::PyDeadline>()?;
+    m.add_class::<resilience::PyRetryBudget>()?;
+    m.add_class::<resilience::PyBackoff>()?;
+    m.add_class::<resilience::PyCircuitBreaker>()?;
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add(
         "InsufficientCapacity",

@@ -10,18 +10,30 @@ for the OS monotonic clock. See ``docs/PYTHON.md`` in the repository.
 """
 
 from weir._weir import (
+    Backoff,
+    CircuitBreaker,
+    Deadline,
     Decision,
     InsufficientCapacity,
     ManualClock,
+    Permit,
+    RetryBudget,
+    Semaphore,
     TokenBucket,
 )
 from weir._replay import ReplayResult, replay
 
 __all__ = [
+    "Backoff",
+    "CircuitBreaker",
+    "Deadline",
     "Decision",
     "InsufficientCapacity",
     "ManualClock",
+    "Permit",
     "ReplayResult",
+    "RetryBudget",
+    "Semaphore",
     "TokenBucket",
     "replay",
 ]
