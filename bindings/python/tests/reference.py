@@ -13,8 +13,13 @@ from fractions import Fraction
 
 
 def ns(seconds: float) -> int:
-    """The binding's documented conversion: nearest nanosecond of seconds × 1e9."""
-    return int(round(seconds * 1e9))
+    """The binding's documented conversion: nearest nanosecond of seconds × 1e9 (a double),
+    halves away from zero (Python's round() would go to even)."""
+    x = seconds * 1e9
+    if x >= 2.0**64:
+        return 2**64 - 1
+    i = int(x)
+    return i + (1 if x - i >= 0.5 else 0)
 
 
 def ceil_frac(x: Fraction) -> int:
