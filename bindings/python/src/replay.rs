@@ -9,7 +9,7 @@
 
 use crate::errors;
 use crate::limiters::{PyLimiter, PyTokenBucket};
-use crate::time::to_secs;
+use crate::time::{round_ns, to_secs};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -35,13 +35,15 @@ fn run<L: SharedRateLimiter>(
 ) -> Columns {
     let n = times.len();
     let mut c = Columns {
-        allowed: Vec::with_capacity(n),
-        remaining: Vec::with_capacity(n),
-        retry_after: Vec::with_capacity(n),
-        delay: Vec::with_capacity(n),
+        allowed: vec![0; n],
+        remaining: vec![0; n],
+        retry_after: vec![0.0; n],
+        delay: vec![0.0; n],
         admitted: 0,
     };
-    for (i, &t) in times.iter().enumerate() {
+    let mut admitted = 0u64;
+    for i in 0..n {
+        let t = times[i];
         let cost = match costs {
             Some(cs) => cs[i],
             None => 1,
@@ -53,12 +55,19 @@ fn run<L: SharedRateLimiter>(
             Err(_) => unreachable_decision(),
         };
         let ok = d.is_allowed();
-        c.admitted += ok as u64;
-        c.allowed.push(ok as u8);
-        c.remaining.push(d.remaining);
-        c.retry_after.push(to_secs(d.retry_after));
-        c.delay.push(to_secs(d.delay()));
+        admitted += ok as u64;
+        c.allowed[i] = ok as u8;
+        c.remaining[i] = d.remaining;
+        // Zero for most events: skip the divisions (the columns start zeroed).
+        if !d.retry_after.is_zero() {
+            c.retry_after[i] = to_secs(d.retry_after);
+        }
+        let delay = d.delay();
+        if !delay.is_zero() {
+            c.delay[i] = to_secs(delay);
+        }
     }
+    c.admitted = admitted;
     c
 }
 
@@ -76,14 +85,19 @@ fn unreachable_decision() -> weir_core::Decision {
 
 fn parse_times(b: &[u8]) -> PyResult<Vec<Nanos>> {
     let mut out = Vec::with_capacity(b.len() / 8);
-    for (i, ch) in b.chunks_exact(8).enumerate() {
+    for ch in b.chunks_exact(8) {
         let s = f64::from_ne_bytes(ch.try_into().expect("8 bytes"));
-        if s.is_nan() || s < 0.0 {
-            return Err(PyValueError::new_err(format!(
-                "times[{i}] must be >= 0 seconds and not NaN, got {s}"
-            )));
-        }
-        out.push(Nanos((s * 1e9).round() as u64));
+        // NaN fails both comparisons; checked after the loop to keep it branch-light.
+        out.push(round_ns(if s >= 0.0 { s * 1e9 } else { -1.0 }));
+    }
+    if let Some(i) = b.chunks_exact(8).position(|ch| {
+        let s = f64::from_ne_bytes(ch.try_into().expect("8 bytes"));
+        !(s >= 0.0)
+    }) {
+        let s = f64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        return Err(PyValueError::new_err(format!(
+            "times[{i}] must be >= 0 seconds and not NaN, got {s}"
+        )));
     }
     Ok(out)
 }
@@ -134,14 +148,11 @@ fn replay_on<'py, P: PyLimiter>(
     } else {
         run(core, clock, &times, costs.as_deref())
     };
-    let bytes_of = |v: &[u8]| PyBytes::new(py, v);
-    let f64s = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
-    let u64s: Vec<u8> = cols.remaining.iter().flat_map(|x| x.to_ne_bytes()).collect();
     let t = (
-        bytes_of(&cols.allowed),
-        bytes_of(&u64s),
-        bytes_of(&f64s(&cols.retry_after)),
-        bytes_of(&f64s(&cols.delay)),
+        PyBytes::new(py, &cols.allowed),
+        PyBytes::new(py, bytemuck::cast_slice(&cols.remaining)),
+        PyBytes::new(py, bytemuck::cast_slice(&cols.retry_after)),
+        PyBytes::new(py, bytemuck::cast_slice(&cols.delay)),
         cols.admitted,
     );
     Ok(t.into_pyobject(py)?.into_any())

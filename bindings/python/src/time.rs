@@ -27,8 +27,18 @@ pub(crate) fn to_nanos(name: &str, seconds: f64) -> PyResult<Nanos> {
             "{name} must be >= 0 seconds, got {seconds}"
         )));
     }
+    Ok(round_ns(seconds * 1e9))
+}
+
+/// A non-negative, non-NaN nanosecond count → the nearest whole nanosecond, halves away
+/// from zero, saturating. The same as `x.round() as u64` without a libm call (x86-64
+/// baseline has no `roundsd`), which matters in `replay`'s loop.
+#[inline]
+pub(crate) fn round_ns(x: f64) -> Nanos {
     // `as` saturates: +inf and anything past u64::MAX become u64::MAX.
-    Ok(Nanos((seconds * 1e9).round() as u64))
+    let i = x as u64;
+    // Exact for x < 2^53; above, x is a whole number and the difference is <= 0.
+    Nanos(i.saturating_add((x - i as f64 >= 0.5) as u64))
 }
 
 /// Like [`to_nanos`], and zero (after rounding) is a `ValueError` too.
