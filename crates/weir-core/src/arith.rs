@@ -16,14 +16,15 @@ pub(crate) const HALF: u64 = 1 << 63;
 
 /// Floor division by a constant `d ≥ 1` for numerators below 2^63, exact.
 ///
-/// Granlund & Montgomery (1994), theorem 4.2: with `l = ⌈log2 d⌉`, `s = 63 + l` and
-/// `m = ⌈2^s / d⌉`, we have `2^s ≤ m·d ≤ 2^s + 2^(s-63)`, hence
-/// `⌊n·m / 2^s⌋ = ⌊n / d⌋` for every `n < 2^63`; `m < 2^64` for every `d`.
+/// Granlund & Montgomery (1994), theorem 4.2: with `l = ⌈log2 d⌉` and
+/// `m = ⌈2^(63+l) / d⌉`, we have `2^(63+l) ≤ m·d ≤ 2^(63+l) + 2^l`, hence
+/// `⌊n·m / 2^(63+l)⌋ = ⌊n / d⌋` for every `n < 2^63`, and `m < 2^64` for every `d`. We
+/// compute it as `mulhi(2n, m) >> l`: one multiply and one plain 64-bit shift.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Divider {
     d: u64,
     m: u64,
-    s: u32,
+    l: u32,
 }
 
 impl Divider {
@@ -31,9 +32,12 @@ impl Divider {
     pub(crate) const fn new(d: u64) -> Self {
         let d = if d == 0 { 1 } else { d };
         let l = 64 - (d - 1).leading_zeros();
-        let s = 63 + l;
-        let m = ((1u128 << s) + d as u128 - 1) / d as u128;
-        Divider { d, m: m as u64, s }
+        if l == 64 {
+            // d > 2^63: every numerator below 2^63 divides to 0.
+            return Divider { d, m: 0, l: 0 };
+        }
+        let m = ((1u128 << (63 + l)) + d as u128 - 1) / d as u128;
+        Divider { d, m: m as u64, l }
     }
 
     /// The divisor.
@@ -47,7 +51,7 @@ impl Divider {
         if n >= HALF {
             return n / self.d;
         }
-        ((n as u128 * self.m as u128) >> self.s) as u64
+        ((((n << 1) as u128 * self.m as u128) >> 64) as u64) >> self.l
     }
 
     /// `⌈n / d⌉`.
@@ -115,7 +119,9 @@ mod tests {
             }
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..2000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let n = x >> (x % 64);
                 assert_eq!(dv.div(n), n / d);
             }

@@ -326,7 +326,10 @@ mod tests {
         assert!(Backoff::new(Nanos(1), Nanos(2), 999, Jitter::None).is_err());
         assert!(Backoff::new(Nanos(1), Nanos(2), 1_000_001, Jitter::None).is_err());
         assert_eq!(Jitter::parse("equal"), Some(Jitter::Equal));
-        assert_eq!(Jitter::parse(Jitter::Decorrelated.as_str()), Some(Jitter::Decorrelated));
+        assert_eq!(
+            Jitter::parse(Jitter::Decorrelated.as_str()),
+            Some(Jitter::Decorrelated)
+        );
         assert_eq!(Jitter::parse("x"), None);
     }
 }

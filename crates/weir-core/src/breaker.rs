@@ -557,7 +557,9 @@ impl<R: Rng> Breaker<R> {
             (BreakerState::Closed, false) => {
                 self.consec = 0;
                 if self.cfg.uses_window() {
-                    self.window = self.cfg.push(self.window, false, self.cfg.is_slow(duration));
+                    self.window = self
+                        .cfg
+                        .push(self.window, false, self.cfg.is_slow(duration));
                     if self.cfg.window_trips(self.window) {
                         return self.trip(now);
                     }
@@ -579,7 +581,8 @@ impl<R: Rng> Breaker<R> {
             }
             (BreakerState::Closed, false) => {
                 self.consec = (self.consec + 1).min(CONSECUTIVE_MAX);
-                let mut trips = matches!(self.cfg.consecutive_failures, Some(n) if self.consec >= n);
+                let mut trips =
+                    matches!(self.cfg.consecutive_failures, Some(n) if self.consec >= n);
                 if self.cfg.uses_window() {
                     self.window = self.cfg.push(self.window, true, self.cfg.is_slow(duration));
                     trips |= self.cfg.window_trips(self.window);
@@ -591,7 +594,13 @@ impl<R: Rng> Breaker<R> {
     }
 
     /// Records `failed` or not: a shorthand for the two `record_*`.
-    pub fn record(&mut self, t: Ticket, now: Nanos, duration: Nanos, failed: bool) -> Option<Transition> {
+    pub fn record(
+        &mut self,
+        t: Ticket,
+        now: Nanos,
+        duration: Nanos,
+        failed: bool,
+    ) -> Option<Transition> {
         if failed {
             self.record_failure(t, now, duration)
         } else {
@@ -693,7 +702,11 @@ struct AtomicDraw<'a>(&'a AtomicU64);
 
 impl Rng for AtomicDraw<'_> {
     fn next_u64(&mut self) -> u64 {
-        mix64(self.0.fetch_add(GAMMA, Ordering::Relaxed).wrapping_add(GAMMA))
+        mix64(
+            self.0
+                .fetch_add(GAMMA, Ordering::Relaxed)
+                .wrapping_add(GAMMA),
+        )
     }
 }
 
@@ -805,7 +818,9 @@ impl SharedBreaker {
             let s = self.state.load(Ordering::Acquire);
             if s & TRANSIT != 0 {
                 return match w_state(s) {
-                    BreakerState::Closed if self.cfg.ramp.is_zero() => admit(w_epoch(s), false, None),
+                    BreakerState::Closed if self.cfg.ramp.is_zero() => {
+                        admit(w_epoch(s), false, None)
+                    }
                     BreakerState::Closed => reject(RejectReason::Ramp, Nanos::ZERO, None),
                     BreakerState::Open => reject(RejectReason::Open, self.cfg.cooldown.base, None),
                     BreakerState::HalfOpen => reject(RejectReason::HalfOpenFull, Nanos::ZERO, None),
@@ -870,7 +885,12 @@ impl SharedBreaker {
                     }
                     if self
                         .state
-                        .compare_exchange_weak(s, s + PROBE_ONE, Ordering::AcqRel, Ordering::Acquire)
+                        .compare_exchange_weak(
+                            s,
+                            s + PROBE_ONE,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
                         .is_ok()
                     {
                         return admit(w_epoch(s), true, None);
@@ -966,7 +986,8 @@ impl SharedBreaker {
                     return tr(now, BreakerState::HalfOpen, BreakerState::Closed);
                 }
             } else {
-                let next = (s + SUCC_ONE).saturating_sub(if w_probes(s) > 0 { PROBE_ONE } else { 0 });
+                let next =
+                    (s + SUCC_ONE).saturating_sub(if w_probes(s) > 0 { PROBE_ONE } else { 0 });
                 if self
                     .state
                     .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
@@ -994,8 +1015,8 @@ impl SharedBreaker {
         loop {
             let s = self.current(BreakerState::Closed, t.epoch)?;
             let consec = (w_consec(s) + 1).min(CONSECUTIVE_MAX);
-            let trips = window_trips
-                || matches!(self.cfg.consecutive_failures, Some(n) if consec >= n);
+            let trips =
+                window_trips || matches!(self.cfg.consecutive_failures, Some(n) if consec >= n);
             if trips {
                 return self.trip(now, t.epoch);
             }
@@ -1011,7 +1032,13 @@ impl SharedBreaker {
     }
 
     /// Records `failed` or not.
-    pub fn record(&self, t: Ticket, now: Nanos, duration: Nanos, failed: bool) -> Option<Transition> {
+    pub fn record(
+        &self,
+        t: Ticket,
+        now: Nanos,
+        duration: Nanos,
+        failed: bool,
+    ) -> Option<Transition> {
         if failed {
             self.record_failure(t, now, duration)
         } else {
@@ -1182,15 +1209,41 @@ mod tests {
         let ok = BreakerConfig::default();
         assert!(ok.validate().is_ok());
         let bad = [
-            BreakerConfig { consecutive_failures: Some(0), ..ok },
-            BreakerConfig { failure_rate_ppm: Some(0), ..ok },
-            BreakerConfig { failure_rate_ppm: Some(1), window: 30, ..ok },
-            BreakerConfig { failure_rate_ppm: Some(1), min_calls: 21, ..ok },
+            BreakerConfig {
+                consecutive_failures: Some(0),
+                ..ok
+            },
+            BreakerConfig {
+                failure_rate_ppm: Some(0),
+                ..ok
+            },
+            BreakerConfig {
+                failure_rate_ppm: Some(1),
+                window: 30,
+                ..ok
+            },
+            BreakerConfig {
+                failure_rate_ppm: Some(1),
+                min_calls: 21,
+                ..ok
+            },
             BreakerConfig { probes: 0, ..ok },
-            BreakerConfig { successes: 256, ..ok },
-            BreakerConfig { probe_timeout: Nanos::ZERO, ..ok },
-            BreakerConfig { cooldown: cooldown(2, 1, 0), ..ok },
-            BreakerConfig { cooldown: cooldown(1, 2, 1_000_001), ..ok },
+            BreakerConfig {
+                successes: 256,
+                ..ok
+            },
+            BreakerConfig {
+                probe_timeout: Nanos::ZERO,
+                ..ok
+            },
+            BreakerConfig {
+                cooldown: cooldown(2, 1, 0),
+                ..ok
+            },
+            BreakerConfig {
+                cooldown: cooldown(1, 2, 1_000_001),
+                ..ok
+            },
         ];
         for c in bad {
             assert!(c.validate().is_err(), "{c:?}");

@@ -21,7 +21,11 @@
 //! enable the `fallback` feature: portable-atomic then implements them with a global
 //! spin-lock based fallback (correct, but not lock-free on such targets).
 #![no_std]
-#![warn(clippy::std_instead_of_core, clippy::std_instead_of_alloc, clippy::alloc_instead_of_core)]
+#![warn(
+    clippy::std_instead_of_core,
+    clippy::std_instead_of_alloc,
+    clippy::alloc_instead_of_core
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(any(feature = "std", test))]
@@ -53,10 +57,10 @@ pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
-pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
-pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use rng::{Rng, SplitMix64};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};

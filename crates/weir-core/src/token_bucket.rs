@@ -97,6 +97,8 @@ pub struct TokenBucketConfig {
     t: Divider,
     /// `burst · T` units.
     w: u64,
+    /// `⌈per / rate⌉` ns: `reset_after` from a full bucket.
+    t_ns_ceil: u64,
 }
 
 /// The single-owner token bucket state: the TAT in units of `1/k` ns (exact, no horizon).
@@ -130,6 +132,7 @@ impl TokenBucketConfig {
             k: Divider::new(k),
             t: Divider::new(t),
             w,
+            t_ns_ceil: per.0.div_ceil(rate),
         })
     }
     /// Admissions per [`TokenBucketConfig::per`].
@@ -170,53 +173,83 @@ impl TokenBucketConfig {
         }
     }
 
+    /// `remaining` and `reset_after` when `0 < ahead ≤ W` (the admitted case).
+    #[inline(always)]
+    fn levels_in(&self, ahead: u64) -> (u64, Nanos) {
+        let slack = self.w - ahead;
+        let t = self.t.divisor();
+        let q = self.t.div(slack);
+        let units = t - (slack - q * t);
+        (q, Nanos(self.k.div_ceil(units)))
+    }
+
     /// `remaining` and `reset_after` when the TAT is `ahead` units after now.
-    #[inline]
     fn levels(&self, ahead: u128) -> (u64, Nanos) {
         if ahead == 0 {
             return (self.burst, Nanos::ZERO);
         }
         if ahead <= self.w as u128 {
-            let slack = self.w - ahead as u64;
-            let t = self.t.divisor();
-            let q = self.t.div(slack);
-            let units = t - (slack - q * t);
-            (q, Nanos(self.k.div_ceil(units)))
+            self.levels_in(ahead as u64)
         } else {
             let units = ahead - self.w as u128 + self.t.divisor() as u128;
             (0, Nanos(self.k.div_ceil_wide(units)))
         }
     }
 
-    /// The pure GCRA step: the decision, and the new `ahead` when the cost was admitted.
-    /// `cost` must already be checked.
-    #[inline]
-    fn decide(&self, ahead: u128, cost: u64) -> (Decision, Option<u64>) {
+    /// The pure GCRA step: the new `ahead` when `cost` (already checked) fits, `None` when
+    /// it does not. Kept minimal: it sits between the load and the CAS of the shared form.
+    #[inline(always)]
+    fn fits(&self, ahead: u128, cost: u64) -> Option<u64> {
         let inc = cost * self.t.divisor(); // ≤ w, cost ≤ burst
         if ahead <= (self.w - inc) as u128 {
-            let new = ahead as u64 + inc;
-            let (remaining, reset_after) = self.levels(new as u128);
-            (
-                Decision {
-                    verdict: Verdict::Admit,
-                    remaining,
-                    retry_after: Nanos::ZERO,
-                    reset_after,
-                },
-                Some(new),
-            )
+            Some(ahead as u64 + inc)
         } else {
-            let (remaining, reset_after) = self.levels(ahead);
-            let retry = self.k.div_ceil_wide(ahead + inc as u128 - self.w as u128);
-            (
-                Decision {
-                    verdict: Verdict::Reject,
-                    remaining,
-                    retry_after: Nanos(retry),
-                    reset_after,
-                },
-                None,
-            )
+            None
+        }
+    }
+
+    /// The decision after admitting, from the new `ahead`.
+    #[inline(always)]
+    fn admitted(&self, new_ahead: u64, cost: u64) -> Decision {
+        let (remaining, reset_after) = if new_ahead == cost * self.t.divisor() {
+            // From a full bucket (or a cost-0 query on one): no division needed.
+            if new_ahead == 0 {
+                (self.burst, Nanos::ZERO)
+            } else {
+                (self.burst - cost, Nanos(self.t_ns_ceil))
+            }
+        } else {
+            self.levels_in(new_ahead)
+        };
+        Decision {
+            verdict: Verdict::Admit,
+            remaining,
+            retry_after: Nanos::ZERO,
+            reset_after,
+        }
+    }
+
+    /// The decision when `cost` does not fit at `ahead`.
+    #[cold]
+    #[inline(never)]
+    fn rejected(&self, ahead: u128, cost: u64) -> Decision {
+        let (remaining, reset_after) = self.levels(ahead);
+        let inc = cost * self.t.divisor();
+        let retry = self.k.div_ceil_wide(ahead + inc as u128 - self.w as u128);
+        Decision {
+            verdict: Verdict::Reject,
+            remaining,
+            retry_after: Nanos(retry),
+            reset_after,
+        }
+    }
+
+    /// The whole step: the decision and the new `ahead` when admitted.
+    #[inline(always)]
+    fn decide(&self, ahead: u128, cost: u64) -> (Decision, Option<u64>) {
+        match self.fits(ahead, cost) {
+            Some(new) => (self.admitted(new, cost), Some(new)),
+            None => (self.rejected(ahead, cost), None),
         }
     }
 
@@ -272,13 +305,16 @@ impl Algorithm for TokenBucketConfig {
     ) -> Result<Decision, InsufficientCapacity> {
         self.check(cost)?;
         let now_u = self.now_units(now);
-        let (d, new) = self.decide(state.0.saturating_sub(now_u), cost);
-        if let Some(a) = new {
-            if cost != 0 {
-                state.0 = now_u + a as u128;
+        let ahead = state.0.saturating_sub(now_u);
+        match self.fits(ahead, cost) {
+            Some(a) => {
+                if cost != 0 {
+                    state.0 = now_u + a as u128;
+                }
+                Ok(self.admitted(a, cost))
             }
+            None => Ok(self.rejected(ahead, cost)),
         }
-        Ok(d)
     }
 
     #[inline]
@@ -289,7 +325,9 @@ impl Algorithm for TokenBucketConfig {
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
         self.check(cost)?;
-        Ok(self.decide(state.0.saturating_sub(self.now_units(now)), cost).0)
+        Ok(self
+            .decide(state.0.saturating_sub(self.now_units(now)), cost)
+            .0)
     }
 
     fn is_fresh_state(&self, state: &TokenBucketState, now: Nanos) -> bool {
@@ -338,10 +376,7 @@ impl Limiter<TokenBucketConfig> {
         burst: u64,
     ) -> Result<(), ConfigError> {
         let new = TokenBucketConfig::new(rate, per, burst)?;
-        let ahead = self
-            .state
-            .0
-            .saturating_sub(self.algorithm.now_units(now));
+        let ahead = self.state.0.saturating_sub(self.algorithm.now_units(now));
         let a = self.algorithm.carry(ahead, &new);
         self.state = TokenBucketState(new.now_units(now) + a as u128);
         self.algorithm = new;
@@ -389,20 +424,21 @@ impl SharedTokenBucket {
         let mut s = self.tat.load(Ordering::Relaxed);
         loop {
             let ahead = TokenBucketConfig::wrapping_ahead(s, now_u);
-            let (d, new) = c.decide(ahead as u128, cost);
-            match new {
-                Some(a) if cost != 0 => {
+            match c.fits(ahead as u128, cost) {
+                None => return Ok(c.rejected(ahead as u128, cost)),
+                Some(a) if cost == 0 => return Ok(c.admitted(a, cost)),
+                Some(a) => {
                     match self.tat.compare_exchange_weak(
                         s,
                         now_u.wrapping_add(a),
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
-                        Ok(_) => return Ok(d),
+                        // The decision is computed after the CAS, off its critical path.
+                        Ok(_) => return Ok(c.admitted(a, cost)),
                         Err(cur) => s = cur,
                     }
                 }
-                _ => return Ok(d),
             }
         }
     }
