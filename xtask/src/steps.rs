@@ -72,10 +72,13 @@ fn benches_compile() -> Result {
 }
 
 /// Python packages the `python` step installs into `target/venv`.
-const PY_PACKAGES: &[&str] = &["maturin>=1.16,<2", "pytest", "hypothesis", "numpy", "matplotlib"];
-
-/// The examples under `examples/python/`, run headless by the `python` step.
-const PY_EXAMPLES: &[&str] = &["breaker.py", "microburst.py"];
+const PY_PACKAGES: &[&str] = &[
+    "maturin>=1.16,<2",
+    "pytest",
+    "hypothesis",
+    "numpy",
+    "matplotlib",
+];
 
 /// A command run with the venv activated (`VIRTUAL_ENV`, its `bin` first on `PATH`).
 fn in_venv(python: &std::path::Path, program: &std::path::Path) -> Command {
@@ -104,12 +107,18 @@ fn python() -> Result {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .env("HYPOTHESIS_PROFILE", "ci")
         .current_dir(&pkg))?;
+    // Every script in examples/python/, headless, writing into target/ (the committed
+    // PNGs under docs/img are refreshed by running a script without --out).
     let out = root().join("target").join("python-examples");
-    for ex in PY_EXAMPLES {
-        run(in_venv(&py, &py)
-            .arg(root().join("examples").join("python").join(ex))
-            .arg("--out")
-            .arg(&out))?;
+    let dir = root().join("examples").join("python");
+    let mut examples: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    examples.sort();
+    for ex in examples {
+        run(in_venv(&py, &py).arg(ex).arg("--out").arg(&out))?;
     }
     Ok(())
 }

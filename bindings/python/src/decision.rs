@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use weir_core::{Decision, Nanos};
 
 /// The answer of a limiter to one `try_acquire`.
-#[pyclass(frozen, freelist = 64, module = "weir", name = "Decision")]
+#[pyclass(frozen, module = "weir", name = "Decision")]
 pub(crate) struct PyDecision {
     pub(crate) inner: Decision,
 }

@@ -40,7 +40,10 @@ pub(crate) fn count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     } else {
         Err(PyTypeError::new_err(format!(
             "{name} must be an int, not {}",
-            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            v.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
         )))
     }
 }

@@ -13,8 +13,8 @@ use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use weir_core::{
     Backoff, BreakerConfig, BreakerState, Cooldown, Deadline, Jitter, Nanos, OwnedPermit,
-    RetryBudgetConfig, Semaphore, SharedBreaker, SharedRetryBudget, SlowCall, SplitMix64,
-    Ticket, Transition,
+    RetryBudgetConfig, Semaphore, SharedBreaker, SharedRetryBudget, SlowCall, SplitMix64, Ticket,
+    Transition,
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -30,10 +30,12 @@ fn seed_arg(seed: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         _ => {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0));
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0),
+            );
             Ok(h.finish())
         }
     }
@@ -136,7 +138,11 @@ impl PyPermit {
     /// The number of permits this holds (0 once released).
     #[getter]
     fn count(&self) -> u64 {
-        if lock(&self.inner).is_some() { self.count } else { 0 }
+        if lock(&self.inner).is_some() {
+            self.count
+        } else {
+            0
+        }
     }
     #[getter]
     fn released(&self) -> bool {
@@ -354,7 +360,9 @@ impl PyBackoff {
     /// The un-jittered delay of attempt `attempt`.
     fn schedule(&self, attempt: &Bound<'_, PyAny>) -> PyResult<f64> {
         let a = errors::count("attempt", attempt)?;
-        Ok(to_secs(self.inner.schedule(u32::try_from(a).unwrap_or(u32::MAX))))
+        Ok(to_secs(
+            self.inner.schedule(u32::try_from(a).unwrap_or(u32::MAX)),
+        ))
     }
     #[getter]
     fn base(&self) -> f64 {

@@ -122,7 +122,10 @@ impl TimeSource {
             None => Ok(TimeSource::Monotonic(process_epoch())),
             Some(c) if c.is_none() => Ok(TimeSource::Monotonic(process_epoch())),
             Some(c) => match c.cast::<PyManualClock>() {
-                Ok(m) => Ok(TimeSource::Manual(m.get().inner.clone(), m.clone().unbind())),
+                Ok(m) => Ok(TimeSource::Manual(
+                    m.get().inner.clone(),
+                    m.clone().unbind(),
+                )),
                 Err(_) => Err(PyTypeError::new_err(format!(
                     "clock must be a weir.ManualClock or None, not {}",
                     c.get_type().name()?
