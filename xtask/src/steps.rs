@@ -1,6 +1,7 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
-use crate::{Result, cargo, run, step};
+use crate::{Result, cargo, root, run, setup, step};
+use std::process::Command;
 
 /// A test step: name and body.
 type Step = (&'static str, fn() -> Result);
@@ -9,6 +10,7 @@ const TEST_STEPS: &[Step] = &[
     ("fmt", fmt),
     ("unit", unit),
     ("benches-compile", benches_compile),
+    ("python", python),
     ("loom", crate::verify::loom),
     ("miri", crate::verify::miri),
     ("nostd", crate::verify::nostd),
@@ -75,4 +77,56 @@ fn benches_compile() -> Result {
 
 pub(crate) fn fuzz(args: &[String]) -> Result {
     crate::verify::fuzz(args)
+}
+
+/// Python packages the `python` step installs into `target/venv`.
+const PY_PACKAGES: &[&str] = &[
+    "maturin>=1.16,<2",
+    "pytest",
+    "hypothesis",
+    "numpy",
+    "matplotlib",
+];
+
+/// A command run with the venv activated (`VIRTUAL_ENV`, its `bin` first on `PATH`).
+fn in_venv(python: &std::path::Path, program: &std::path::Path) -> Command {
+    let bin = python.parent().expect("venv bin");
+    let venv = bin.parent().expect("venv");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    let mut c = Command::new(program);
+    c.env("VIRTUAL_ENV", venv)
+        .env("PATH", std::env::join_paths(paths).expect("PATH"))
+        .env_remove("PYTHONHOME")
+        .env("MPLBACKEND", "Agg");
+    c
+}
+
+/// Builds the `weir` extension into the venv, runs pytest and the examples headless.
+fn python() -> Result {
+    let py = setup::ensure_venv(PY_PACKAGES)?;
+    let pkg = root().join("bindings").join("python");
+    let maturin = py.with_file_name("maturin");
+    run(in_venv(&py, &maturin)
+        .args(["develop", "--release", "--quiet"])
+        .current_dir(&pkg))?;
+    run(in_venv(&py, &py)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .env("HYPOTHESIS_PROFILE", "ci")
+        .current_dir(&pkg))?;
+    // Every script in examples/python/, headless, writing into target/ (the committed
+    // PNGs under docs/img are refreshed by running a script without --out).
+    let out = root().join("target").join("python-examples");
+    let dir = root().join("examples").join("python");
+    let mut examples: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    examples.sort();
+    for ex in examples {
+        run(in_venv(&py, &py).arg(ex).arg("--out").arg(&out))?;
+    }
+    Ok(())
 }

@@ -1,0 +1,39 @@
+"""weir: rate limiters and resilience primitives with the exact decisions of weir's gateway.
+
+Every decision is made by the Rust core (``weir-core``); this package only converts
+arguments. Times are float seconds at the boundary, converted to whole nanoseconds by
+rounding to the nearest nanosecond; NaN and negative values raise ``ValueError`` naming
+the argument, values past ~584 years (``+inf`` included) saturate to "forever".
+
+Run experiments on a :class:`ManualClock` (deterministic, no sleeping) or leave ``clock=None``
+for the OS monotonic clock. See ``docs/PYTHON.md`` in the repository.
+"""
+
+from weir._weir import (
+    Backoff,
+    CircuitBreaker,
+    Deadline,
+    Decision,
+    InsufficientCapacity,
+    ManualClock,
+    Permit,
+    RetryBudget,
+    Semaphore,
+    TokenBucket,
+)
+from weir._replay import ReplayResult, replay
+
+__all__ = [
+    "Backoff",
+    "CircuitBreaker",
+    "Deadline",
+    "Decision",
+    "InsufficientCapacity",
+    "ManualClock",
+    "Permit",
+    "ReplayResult",
+    "RetryBudget",
+    "Semaphore",
+    "TokenBucket",
+    "replay",
+]

@@ -1,0 +1,132 @@
+"""Trace replay: input conversion and the bulk result type (see ``weir.replay``)."""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from typing import Any, Optional
+
+from weir import _weir
+
+_NATIVE_F64 = ("d", "@d", "=d", "<d" if sys.byteorder == "little" else ">d")
+_NATIVE_U64 = {"Q", "@Q", "=Q", "L" if array("L").itemsize == 8 else "Q"}
+_NATIVE_I64 = {"q", "@q", "=q", "l" if array("l").itemsize == 8 else "q"}
+
+
+def _buffer(obj: Any) -> Optional[memoryview]:
+    if isinstance(obj, (str, bytes, bytearray)):
+        raise TypeError(
+            "must be a sequence or buffer of numbers, not " + type(obj).__name__
+        )
+    try:
+        return memoryview(obj)
+    except TypeError:
+        return None
+
+
+def _times_bytes(times: Any) -> bytes:
+    try:
+        m = _buffer(times)
+    except TypeError as e:
+        raise TypeError(f"times {e}") from None
+    if m is not None:
+        if m.ndim != 1:
+            raise ValueError(f"times must be one-dimensional, got {m.ndim} dimensions")
+        if m.format in _NATIVE_F64 and m.itemsize == 8:
+            return m.tobytes()
+        times = m.tolist()
+    try:
+        return array("d", times).tobytes()
+    except TypeError as e:
+        raise TypeError(f"times must be a sequence or buffer of float seconds: {e}") from None
+
+
+def _costs_bytes(costs: Any) -> bytes:
+    try:
+        m = _buffer(costs)
+    except TypeError as e:
+        raise TypeError(f"costs {e}") from None
+    if m is not None:
+        if m.ndim != 1:
+            raise ValueError(f"costs must be one-dimensional, got {m.ndim} dimensions")
+        if m.itemsize == 8 and m.format in _NATIVE_U64:
+            return m.tobytes()
+        costs = m.tolist()
+    try:
+        return array("Q", costs).tobytes()
+    except OverflowError:
+        bad = next((c for c in costs if not 0 <= c < 2**64), None)
+        raise ValueError(
+            f"costs must be integers in 0..=2**64-1, got {bad!r}"
+        ) from None
+    except TypeError as e:
+        raise TypeError(f"costs must be a sequence or buffer of ints: {e}") from None
+
+
+class ReplayResult:
+    """The decisions of a replayed trace, one column per field, in event order.
+
+    Each column is a read-only ``memoryview`` (zero-copy into ``numpy.asarray``):
+
+    - ``allowed``: format ``'?'`` (numpy ``bool``) — admitted, possibly after ``delay``;
+    - ``remaining``: format ``'Q'`` (``uint64``) — whole cost-1 admissions left after;
+    - ``retry_after``: format ``'d'`` (``float64``) — seconds until that cost fits, 0.0 when allowed;
+    - ``delay``: format ``'d'`` — a leaky bucket's hold time, 0.0 otherwise.
+
+    ``admitted`` is the number of allowed events; ``len(result)`` the number of events;
+    ``result[i]`` is a ``(allowed, remaining, retry_after, delay)`` tuple.
+    """
+
+    __slots__ = ("allowed", "remaining", "retry_after", "delay", "admitted")
+
+    def __init__(self, allowed: bytes, remaining: bytes, retry_after: bytes, delay: bytes, admitted: int):
+        self.allowed = memoryview(allowed).cast("?")
+        self.remaining = memoryview(remaining).cast("Q")
+        self.retry_after = memoryview(retry_after).cast("d")
+        self.delay = memoryview(delay).cast("d")
+        self.admitted = admitted
+
+    def __len__(self) -> int:
+        return len(self.allowed)
+
+    def __getitem__(self, i: int) -> tuple:
+        return (self.allowed[i], self.remaining[i], self.retry_after[i], self.delay[i])
+
+    @property
+    def rejected(self) -> int:
+        """The number of rejected events."""
+        return len(self.allowed) - self.admitted
+
+    def to_numpy(self) -> dict:
+        """The columns as numpy arrays (zero-copy, read-only); needs numpy."""
+        import numpy as np
+
+        return {
+            "allowed": np.asarray(self.allowed),
+            "remaining": np.asarray(self.remaining),
+            "retry_after": np.asarray(self.retry_after),
+            "delay": np.asarray(self.delay),
+        }
+
+    def __repr__(self) -> str:
+        return f"ReplayResult(events={len(self)}, admitted={self.admitted}, rejected={self.rejected})"
+
+
+def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
+    """Runs a whole arrival trace through ``limiter`` on its ``ManualClock``.
+
+    For each event ``i`` the limiter's clock is *set* to ``times[i]`` (seconds; rounded to
+    the nearest nanosecond) and ``limiter.try_acquire(costs[i])`` is decided by the core
+    — the same step as a single call. Times need not be sorted: a time earlier than the
+    previous one is a clock rewind, which the core never turns into extra capacity. After
+    the call the clock reads the last time. Inputs are validated before anything runs:
+    NaN/negative times, costs of a different length, and a cost above the limiter's capacity
+    (``InsufficientCapacity``, with ``.index``) leave the limiter untouched.
+
+    ``times``: any sequence of numbers or any 1-D buffer (``array('d')``, a numpy array —
+    float64 is read without conversion). ``costs``: ``None`` (all 1) or a sequence / 1-D
+    buffer of non-negative ints. The GIL is released for traces of 4096 events or more.
+    """
+    tb = _times_bytes(times)
+    cb = None if costs is None else _costs_bytes(costs)
+    return ReplayResult(*_weir._replay(limiter, tb, cb))

@@ -1,0 +1,35 @@
+//! `weir._weir`: the native half of the `weir` Python package.
+//!
+//! Glue only: every decision is made by `weir-core`'s primitives (the exact production
+//! decisions); this crate converts arguments (float seconds ↔ [`weir_core::Nanos`], see
+//! [`time`]), maps outcomes to exceptions in one place ([`errors`]) and wraps results.
+//! Objects are `#[pyclass(frozen)]` over the core's lock-free shared forms, so they are
+//! thread-safe without a `Mutex` or pyo3's borrow flag on the hot path.
+
+mod decision;
+mod errors;
+mod limiters;
+mod replay;
+mod resilience;
+mod time;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<time::PyManualClock>()?;
+    m.add_class::<decision::PyDecision>()?;
+    m.add_class::<limiters::PyTokenBucket>()?;
+    m.add_class::<resilience::PySemaphore>()?;
+    m.add_class::<resilience::PyPermit>()?;
+    m.add_class::<resilience::PyDeadline>()?;
+    m.add_class::<resilience::PyRetryBudget>()?;
+    m.add_class::<resilience::PyBackoff>()?;
+    m.add_class::<resilience::PyCircuitBreaker>()?;
+    m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
+    m.add(
+        "InsufficientCapacity",
+        m.py().get_type::<errors::InsufficientCapacity>(),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,87 @@
+import array
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import weir
+from reference import GcraModel
+
+
+def test_replay_equals_single_calls():
+    ts = [0.0, 0.1, 0.1, 0.2, 0.05, 1.0, 1.0, 1.0, 3.0]
+    costs = [1, 2, 1, 1, 1, 3, 1, 0, 2]
+    a = weir.TokenBucket(2, 1.0, 3, clock=weir.ManualClock())
+    r = weir.replay(a, ts, costs)
+    b = weir.TokenBucket(2, 1.0, 3, clock=weir.ManualClock())
+    for i, (t, k) in enumerate(zip(ts, costs)):
+        b.clock.set(t)
+        d = b.try_acquire(k)
+        assert r[i] == (d.allowed, d.remaining, d.retry_after, d.delay)
+    assert a.clock.now() == 3.0
+    assert r.admitted == sum(r.allowed) and r.rejected == len(ts) - r.admitted
+    assert repr(r).startswith("ReplayResult(events=9")
+
+
+@given(st.lists(st.integers(0, 10**10), max_size=200), st.integers(1, 5))
+def test_replay_matches_model(ts_ns, burst):
+    tb = weir.TokenBucket(7, 1.0, burst, clock=weir.ManualClock())
+    r = weir.replay(tb, [t / 1e9 for t in ts_ns])
+    m = GcraModel(7, 10**9, burst)
+    for i, t in enumerate(ts_ns):
+        d = m.acquire(round(t / 1e9 * 1e9))
+        assert r.allowed[i] == d.allowed
+        assert r.remaining[i] == d.remaining
+        assert r.retry_after[i] == d.retry_after / 1e9
+
+
+def test_input_kinds():
+    ts = [0.0, 0.5, 1.0]
+    for kind in (ts, tuple(ts), array.array("d", ts), array.array("f", ts), range(3)):
+        tb = weir.TokenBucket(1, 1.0, 1, clock=weir.ManualClock())
+        assert len(weir.replay(tb, kind)) == 3
+    tb = weir.TokenBucket(1, 1.0, 2, clock=weir.ManualClock())
+    r = weir.replay(tb, ts, array.array("q", [1, 1, 1]))
+    assert list(r.allowed) == [True, True, True]
+    assert len(weir.replay(tb, [])) == 0
+
+
+def test_numpy_zero_copy_both_ways():
+    np = pytest.importorskip("numpy")
+    tb = weir.TokenBucket(100, 1.0, 10, clock=weir.ManualClock())
+    ts = np.linspace(0, 10, 100_001)
+    r = weir.replay(tb, ts, np.ones(len(ts), dtype=np.uint64))
+    cols = r.to_numpy()
+    assert cols["allowed"].dtype == np.bool_ and cols["allowed"].sum() == r.admitted
+    assert cols["retry_after"].dtype == np.float64
+    assert r.admitted == 10 + 1000
+    assert tb.clock.now() == 10.0
+    # a strided view and other dtypes convert by value
+    assert weir.replay(weir.TokenBucket(1, 1.0, 1, clock=weir.ManualClock()), ts[::2]).admitted == 11
+    r2 = weir.replay(weir.TokenBucket(1, 1.0, 1, clock=weir.ManualClock()), ts.astype(np.float32), np.ones(len(ts), dtype=np.int32))
+    assert len(r2) == len(ts)
+
+
+def test_bad_inputs_change_nothing():
+    c = weir.ManualClock()
+    tb = weir.TokenBucket(1, 1.0, 2, clock=c)
+    with pytest.raises(ValueError, match=r"times\[1\]"):
+        weir.replay(tb, [0.0, -1.0])
+    with pytest.raises(ValueError, match=r"times\[0\]"):
+        weir.replay(tb, [float("nan")])
+    with pytest.raises(ValueError, match="costs"):
+        weir.replay(tb, [0.0, 1.0], [1])
+    with pytest.raises(ValueError, match="costs"):
+        weir.replay(tb, [0.0], [-1])
+    with pytest.raises(weir.InsufficientCapacity) as e:
+        weir.replay(tb, [0.0, 1.0], [1, 3])
+    assert e.value.index == 1
+    with pytest.raises(TypeError, match="times"):
+        weir.replay(tb, b"\x00" * 8)
+    with pytest.raises(TypeError, match="times"):
+        weir.replay(tb, ["a"])
+    with pytest.raises(TypeError, match="limiter"):
+        weir.replay(object(), [0.0])
+    with pytest.raises(ValueError, match="ManualClock"):
+        weir.replay(weir.TokenBucket(1, 1.0, 1), [0.0])
+    assert c.now() == 0.0 and tb.try_acquire(2)
