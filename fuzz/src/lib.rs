@@ -9,7 +9,11 @@
 
 pub mod backoff_deadline;
 pub mod breaker;
+pub mod keyed;
+pub mod leaky_bucket;
 pub mod num;
 pub mod retry_budget;
 pub mod semaphore;
+pub mod times;
 pub mod token_bucket;
+pub mod windows;

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::keyed::Input| weir_fuzz::keyed::check(input));

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::windows::Input| weir_fuzz::windows::check(input));

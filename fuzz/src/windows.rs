@@ -1,0 +1,157 @@
+//! Windows: fixed window, sliding-window counter and sliding log, each single-owner vs
+//! shared (identical by construction: same packed word) vs its plain model.
+//!
+//! Checked: shared == single-owner always; the model's decision while consecutive calls
+//! are within the documented horizon (in windows) of each other; times in decisions exact
+//! (fixed window and log; the counter's `retry_after` bound); the log never counts more
+//! than `limit` admissions in any window of length `W` (exact sliding window); no panic.
+
+use crate::num::{N, Tick};
+use crate::times::check_times;
+use arbitrary::Arbitrary;
+use weir_core::reference::{FixedWindowModel, SlidingCounterModel, SlidingLogModel};
+use weir_core::{
+    FixedWindow, Nanos, SharedFixedWindow, SharedSlidingWindow, SlidingLog, SlidingWindow,
+};
+
+/// Log capacity for the sliding-log checks.
+const LOG: usize = 16;
+
+/// Parameters and an operation sequence (all three windows get the same operations).
+#[derive(Debug, Arbitrary)]
+pub struct Input {
+    limit: N,
+    window: N,
+    ops: Vec<Op>,
+}
+
+/// One operation.
+#[derive(Debug, Arbitrary)]
+pub enum Op {
+    /// Acquire a cost.
+    Acquire(N),
+    /// Peek a cost.
+    Peek(N),
+    /// Move the clock.
+    Clock(Tick),
+}
+
+/// Runs one input.
+pub fn check(input: Input) {
+    let (limit, window) = (input.limit.0, input.window.0);
+    let mut fixed = FixedWindow::new(limit, Nanos(window)).ok();
+    let fixed_sh = SharedFixedWindow::new(limit, Nanos(window)).ok();
+    assert_eq!(fixed.is_some(), fixed_sh.is_some());
+    let mut counter = SlidingWindow::new(limit, Nanos(window)).ok();
+    let counter_sh = SharedSlidingWindow::new(limit, Nanos(window)).ok();
+    assert_eq!(counter.is_some(), counter_sh.is_some());
+    let mut log = SlidingLog::<LOG>::new(limit, Nanos(window)).ok();
+    if fixed.is_none() && counter.is_none() && log.is_none() {
+        return;
+    }
+    let mut fm = FixedWindowModel::new(limit, window);
+    let mut cm = SlidingCounterModel::new(limit, window);
+    let mut lm = SlidingLogModel::new(limit, window);
+    // Model comparison holds while consecutive calls are within the horizon (in windows).
+    let f_h = fixed.as_ref().map_or(0, |f| f.algorithm().horizon());
+    let c_h = counter.as_ref().map_or(0, |c| c.algorithm().horizon());
+    let (mut f_ok, mut c_ok, mut l_ok) = (true, true, true);
+    let mut admitted_log: Vec<u64> = Vec::new(); // instants of units the log admitted
+    let (mut now, mut prev_call): (u64, Option<u64>) = (0, None);
+    let mut log_latest = 0u64; // the latest instant any acquire on the log saw
+    for op in input.ops.into_iter().take(256) {
+        let (cost, acquire) = match op {
+            Op::Clock(t) => {
+                now = t.apply(now);
+                continue;
+            }
+            Op::Acquire(N(c)) => (c, true),
+            Op::Peek(N(c)) => (c, false),
+        };
+        let w = window.max(1);
+        let gap = prev_call.map_or(0, |p| (p / w).abs_diff(now / w));
+        f_ok &= gap < f_h;
+        c_ok &= gap < c_h;
+        prev_call = Some(now);
+        let t = Nanos(now);
+        if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {
+            let before = f.clone();
+            let (d, s) = if acquire {
+                (f.acquire(t, cost), fs.acquire(t, cost))
+            } else {
+                (f.peek(t, cost), fs.peek(t, cost))
+            };
+            assert_eq!(d, s, "fixed: shared vs single-owner");
+            match d {
+                Ok(d) => {
+                    let mut after = before.clone();
+                    let _ = after.acquire(t, cost);
+                    check_times(&before, &after, now, cost, &d);
+                    if f_ok && acquire {
+                        assert_eq!(d, fm.acquire(now, cost), "fixed vs model at {now}");
+                    }
+                }
+                Err(_) => assert!(cost > limit),
+            }
+        }
+        if let (Some(c), Some(cs)) = (counter.as_mut(), counter_sh.as_ref()) {
+            let before = c.clone();
+            let (d, s) = if acquire {
+                (c.acquire(t, cost), cs.acquire(t, cost))
+            } else {
+                (c.peek(t, cost), cs.peek(t, cost))
+            };
+            assert_eq!(d, s, "counter: shared vs single-owner");
+            match d {
+                Ok(d) => {
+                    let mut after = before.clone();
+                    let _ = after.acquire(t, cost);
+                    check_times(&before, &after, now, cost, &d);
+                    if c_ok && acquire {
+                        let m = cm.acquire(now, cost);
+                        assert_eq!((d.verdict, d.remaining), m, "counter vs model at {now}");
+                    }
+                }
+                Err(_) => assert!(cost > limit),
+            }
+        }
+        if let Some(l) = log.as_mut() {
+            let before = l.clone();
+            let d = if acquire {
+                l.acquire(t, cost)
+            } else {
+                l.peek(t, cost)
+            };
+            if acquire {
+                log_latest = log_latest.max(now);
+            }
+            match d {
+                Ok(d) => {
+                    let mut after = before.clone();
+                    let _ = after.acquire(t, cost);
+                    check_times(&before, &after, now, cost, &d);
+                    if l_ok && acquire {
+                        match lm.acquire(now, cost) {
+                            Some(m) => assert_eq!((d.verdict, d.remaining), m, "log vs model"),
+                            None => l_ok = false,
+                        }
+                    }
+                    if acquire && d.is_allowed() {
+                        let latest = log_latest;
+                        admitted_log.extend(core::iter::repeat_n(latest, cost as usize));
+                        // exact: at most `limit` admitted units in (latest − W, latest]
+                        let inside = admitted_log
+                            .iter()
+                            .filter(|&&a| a.saturating_add(window) > latest)
+                            .count() as u64;
+                        assert!(
+                            inside <= limit,
+                            "log admitted {inside} > {limit} in a window"
+                        );
+                    }
+                }
+                Err(_) => assert!(cost > limit.min(LOG as u64)),
+            }
+        }
+    }
+}
