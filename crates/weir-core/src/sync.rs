@@ -126,3 +126,14 @@ mod loom_seqcst {
         }
     }
 }
+
+/// A spin-wait hint. Under loom a spinning thread must yield, or the model checker would
+/// explore the spin forever.
+#[inline]
+#[allow(dead_code)]
+pub(crate) fn spin_loop() {
+    #[cfg(not(weir_loom))]
+    core::hint::spin_loop();
+    #[cfg(weir_loom)]
+    loom::thread::yield_now();
+}
