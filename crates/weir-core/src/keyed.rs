@@ -424,7 +424,7 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
                 if spins > 1 << 16 {
                     return Err(Moved);
                 }
-                core::hint::spin_loop();
+                crate::sync::spin_loop();
                 continue;
             }
             if slot.key.load(Ordering::Acquire) != key {
