@@ -27,7 +27,7 @@ mod loom_seqcst {
     use loom::sync::atomic::{self, Ordering, fence};
 
     /// Loom's `AtomicU64` with `SeqCst` accesses strengthened by `SeqCst` fences.
-    #[derive(Debug)]
+    #[derive(Debug, Default)]
     pub(crate) struct AtomicU64(atomic::AtomicU64);
 
     #[inline]

@@ -207,10 +207,10 @@ fn allow_during_a_transition_is_refused_or_consistent() {
         let t = b.allow(Nanos(0)).unwrap().ticket;
         let h = {
             let b = b.clone();
-            thread::spawn(move || b.record_failure(t, Nanos(0), Nanos(1)))
+            thread::spawn(move || b.allow(Nanos(5)))
         };
-        let a = b.allow(Nanos(5));
-        let tr = h.join().unwrap();
+        let tr = b.record_failure(t, Nanos(0), Nanos(1));
+        let a = h.join().unwrap();
         assert_eq!(
             tr.map(|t| (t.from, t.to)),
             Some((BreakerState::Closed, BreakerState::Open))

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 /// Every permutation of `0..n` (n ≤ 5 in the models).
-pub fn permutations(n: usize) -> Vec<Vec<usize>> {
+pub(crate) fn permutations(n: usize) -> Vec<Vec<usize>> {
     fn go(prefix: &mut Vec<usize>, rest: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
         if rest.is_empty() {
             out.push(prefix.clone());
@@ -30,7 +30,7 @@ pub fn permutations(n: usize) -> Vec<Vec<usize>> {
 /// Finds a sequential order of `ops` in which `replay` (a fresh single-owner instance
 /// applying the operations in that order) produces exactly the observed results and final
 /// state. Panics with the observation when there is none.
-pub fn assert_linearizable<
+pub(crate) fn assert_linearizable<
     Op: core::fmt::Debug,
     R: PartialEq + core::fmt::Debug,
     S: PartialEq + core::fmt::Debug,
