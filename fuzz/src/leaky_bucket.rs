@@ -44,7 +44,7 @@ pub fn check(input: Input) {
     let sh = SharedLeakyBucket::new(rate, Nanos(per), burst, delay, input.nodelay).unwrap();
     let horizon = sh.config().horizon().0;
     // The model works in u128 products of the parameters: keep it to moderate values.
-    let mut small = rate < 1 << 40 && per < 1 << 40 && burst < 256;
+    let mut small = rate < 1 << 40 && per < 1 << 40 && burst < 32;
     let mut m = NginxModel::new(rate, per, burst, delay, input.nodelay);
     let mut monotone = small;
     let (mut now, mut latest) = (0u64, 0u64);
