@@ -235,7 +235,7 @@ fn retry_budget_steady_state_is_close_to_exact() {
     let cfg = RetryBudgetConfig::new(100_000, 0, Nanos::from_secs(10)).unwrap();
     let mut b = RetryBudget::new(cfg);
     let mut now = 0u64;
-    for _ in 0..3000 {
+    for _ in 0..if cfg!(miri) { 100 } else { 3000 } {
         b.deposit(Nanos(now));
         now += 10_000_000;
     }
@@ -318,7 +318,7 @@ fn br_op() -> impl Strategy<Value = BrOp> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 512 }, ..ProptestConfig::default() })]
     #[test]
     fn breaker_forms_match_the_model(
         cfg in breaker_config(),
@@ -441,6 +441,7 @@ fn breaker_dead_backend_sees_a_handful_then_recovers_by_itself() {
 // ---- std-thread stress (bounded) ----------------------------------------------------------
 
 #[test]
+#[cfg_attr(miri, ignore = "thread stress: loom covers the interleavings")]
 fn stress_shared_breaker_probe_cap() {
     const CAP: u32 = 2;
     let cfg = BreakerConfig {
@@ -505,6 +506,7 @@ fn stress_shared_breaker_probe_cap() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thread stress: loom covers the interleavings")]
 fn stress_shared_breaker_probe_cap_single_epoch() {
     // Probes are only cancelled: the breaker stays in one HALF_OPEN epoch, so the number
     // of live probes observed by the threads must never exceed the cap.
@@ -552,6 +554,7 @@ fn stress_shared_breaker_probe_cap_single_epoch() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thread stress: loom covers the interleavings")]
 fn stress_semaphore_never_over_grants() {
     const MAX: u64 = 5;
     let sem = Arc::new(Semaphore::new(NonZeroU64::new(MAX).unwrap()));
@@ -579,6 +582,7 @@ fn stress_semaphore_never_over_grants() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "thread stress: loom covers the interleavings")]
 fn stress_retry_budget_reserve_never_over_granted() {
     // ratio 0, reserve 100/s over 1 s: at most 100 retries in the window, from 4 threads.
     let cfg = RetryBudgetConfig::new(0, 100, Nanos::from_secs(1)).unwrap();
