@@ -122,7 +122,9 @@ pub fn check(input: Input) {
             } else {
                 l.peek(t, cost)
             };
-            if acquire {
+            // the log's latest instant moves on acquisitions it evaluates (not on a cost
+            // above its capacity, refused before looking at the clock)
+            if acquire && d.is_ok() {
                 log_latest = log_latest.max(now);
             }
             match d {
