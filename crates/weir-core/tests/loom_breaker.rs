@@ -97,7 +97,9 @@ fn caller(
                 Some(Outcome::Success) => trs.extend(b.record_success(t, Nanos(now), Nanos(1))),
                 Some(Outcome::Failure) => trs.extend(b.record_failure(t, Nanos(now), Nanos(1))),
                 Some(Outcome::Cancel) => b.cancel(t),
-                None => core::mem::forget(t), // held: its slot stays taken
+                None => {
+                    let _held: Ticket = t; // never recorded: its slot stays taken
+                }
             }
             (trs, probe)
         }
