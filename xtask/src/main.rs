@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+#[allow(dead_code)] // helpers are used by steps as they grow
+mod setup;
 mod steps;
 
 pub(crate) type Result<T = ()> = std::result::Result<T, String>;

@@ -61,5 +61,4 @@ impl fmt::Display for InsufficientCapacity {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for InsufficientCapacity {}
+impl core::error::Error for InsufficientCapacity {}

@@ -21,6 +21,11 @@
 //! enable the `fallback` feature: portable-atomic then implements them with a global
 //! spin-lock based fallback (correct, but not lock-free on such targets).
 #![no_std]
+#![warn(
+    clippy::std_instead_of_core,
+    clippy::std_instead_of_alloc,
+    clippy::alloc_instead_of_core
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(any(feature = "std", test))]
