@@ -1,9 +1,7 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
-use std::process::Command;
-use std::sync::Once;
-
-use crate::{Result, cargo, run, step, succeeds};
+use crate::setup::ensure_apt;
+use crate::{Result, cargo, run, step};
 
 /// A test step: name and body.
 type Step = (&'static str, fn() -> Result);
@@ -100,38 +98,4 @@ pub(crate) fn bench(args: &[String]) -> Result {
 
 pub(crate) fn fuzz(_args: &[String]) -> Result {
     Err("no fuzz targets yet".into())
-}
-
-/// Installs Debian packages whose binary is missing, as `(binary, package)` pairs.
-/// Idempotent: does nothing (not even `apt-get update`) when every binary is on `PATH`;
-/// runs `apt-get update` at most once per xtask run. Uses `sudo` when not root.
-pub(crate) fn ensure_apt(pairs: &[(&str, &str)]) -> Result {
-    let missing: Vec<&str> = pairs
-        .iter()
-        .filter(|(bin, _)| !succeeds(Command::new("sh").args(["-c", &format!("command -v {bin}")])))
-        .map(|(_, pkg)| *pkg)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let root = succeeds(Command::new("sh").args(["-c", "test \"$(id -u)\" = 0"]));
-    let apt = |args: &[&str]| -> Command {
-        let mut c = if root {
-            Command::new("apt-get")
-        } else {
-            Command::new("sudo")
-        };
-        if !root {
-            c.arg("apt-get");
-        }
-        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        c
-    };
-    static UPDATE: Once = Once::new();
-    let mut update = Ok(());
-    UPDATE.call_once(|| update = run(&mut apt(&["update", "-qq"])));
-    update?;
-    let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
-    args.extend(&missing);
-    run(&mut apt(&args))
 }

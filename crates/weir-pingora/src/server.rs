@@ -5,7 +5,7 @@
 //! last request is done, not after a fixed wait. Pingora treats SIGINT as a fast shutdown
 //! (in-flight requests are dropped) and SIGTERM as "sleep `grace_period_seconds`, then drop
 //! the runtimes". So:
-//! - [`ShutdownSignals`] maps both signals to Pingora's graceful terminate, which closes the
+//! - [`ShutdownSignals`] (installed before anything listens) maps both signals to Pingora's graceful terminate, which closes the
 //!   listeners at once and stops keep-alive reuse;
 //! - `grace_period_seconds` is the drain timeout (rounded up), an upper bound only;
 //! - a background [`Drainer`] watches the in-flight count and exits the process with 0 as
@@ -20,28 +20,68 @@ use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
 use pingora::services::background::{BackgroundService, background_service};
 
-/// Maps SIGTERM and SIGINT to a graceful terminate (and SIGQUIT too: there is no
-/// socket-handover upgrade in weir).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ShutdownSignals;
+/// Maps SIGTERM and SIGINT (and SIGQUIT: weir has no socket-handover upgrade) to a
+/// graceful terminate.
+///
+/// The handlers are installed by [`ShutdownSignals::install`], before the server starts:
+/// Pingora only installs its own when its main loop starts, after the listeners are up, so a
+/// signal sent right after the port opens would otherwise kill the process (or, in a shell's
+/// background job where SIGINT starts ignored, be lost). A dedicated thread with its own
+/// small runtime owns the handlers for the life of the process.
+#[derive(Debug, Clone)]
+pub struct ShutdownSignals {
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl ShutdownSignals {
+    /// Installs the handlers now.
+    pub fn install() -> std::io::Result<ShutdownSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let n = notify.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
+        std::thread::Builder::new()
+            .name("weir-signals".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return drop(tx.send(Err(e))),
+                };
+                rt.block_on(async move {
+                    let (mut term, mut int, mut quit) = match (
+                        signal(SignalKind::terminate()),
+                        signal(SignalKind::interrupt()),
+                        signal(SignalKind::quit()),
+                    ) {
+                        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+                        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                            return drop(tx.send(Err(e)));
+                        }
+                    };
+                    let _ = tx.send(Ok(()));
+                    loop {
+                        tokio::select! {
+                            _ = term.recv() => {},
+                            _ = int.recv() => {},
+                            _ = quit.recv() => {},
+                        }
+                        // Stores a permit when nobody waits yet: no signal is lost.
+                        n.notify_one();
+                    }
+                });
+            })?;
+        rx.recv().map_err(std::io::Error::other)??;
+        Ok(ShutdownSignals { notify })
+    }
+}
 
 #[async_trait]
 impl ShutdownSignalWatch for ShutdownSignals {
     async fn recv(&self) -> ShutdownSignal {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::quit()),
-        ) else {
-            // Cannot install handlers: never resolve, the default dispositions apply.
-            return core::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => {},
-            _ = int.recv() => {},
-            _ = quit.recv() => {},
-        }
+        self.notify.notified().await;
         ShutdownSignal::GracefulTerminate
     }
 }
@@ -145,13 +185,13 @@ pub fn new_server(opts: &ServerOptions) -> Server {
     server
 }
 
-/// Adds the [`Drainer`] and runs the server until a signal; exits 0.
-pub fn run(mut server: Server, drainer: Drainer) -> ! {
+/// Adds the [`Drainer`] and runs the server until one of `signals`; exits 0.
+pub fn run(mut server: Server, drainer: Drainer, signals: ShutdownSignals) -> ! {
     let mut bg = background_service("weir drainer", drainer);
     bg.threads = Some(1);
     server.add_service(bg);
     server.run(RunArgs {
-        shutdown_signal: Box::new(ShutdownSignals),
+        shutdown_signal: Box::new(signals),
     });
     std::process::exit(0)
 }
