@@ -1,0 +1,245 @@
+//! Writing heads: proxy header rewriting (hop-by-hop removal, extra headers) and complete small
+//! responses made by the gateway itself.
+//!
+//! Framing headers are never copied from the incoming message: `Content-Length` and
+//! `Transfer-Encoding` are written from the [`BodyFraming`] the caller will actually send, so
+//! the outgoing head always describes the outgoing body.
+//!
+//! Values written are sanitized: CR, LF and NUL become spaces, so a header value taken from
+//! config or a client can never split a message.
+
+use crate::head::{BodyFraming, Headers, RequestHead, ResponseHead, list_elements};
+
+/// Header fields that apply to one connection only (RFC 9110 §7.6.1) and are never forwarded,
+/// in addition to those named in `Connection`. `Transfer-Encoding` and `Content-Length` are
+/// rewritten from the outgoing framing instead.
+pub const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "transfer-encoding",
+];
+
+/// Whether `name` is a hop-by-hop header field (see [`HOP_BY_HOP`]).
+pub fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// Whether header `name` must not be forwarded: hop-by-hop, named in a `Connection` header,
+/// or a framing header. `Host` is never dropped, even when a client lists it in `Connection`
+/// (an attempt to make the upstream see a request without its authority).
+pub(crate) fn dropped(headers: &Headers, name: &str) -> bool {
+    is_hop_by_hop(name)
+        || name.eq_ignore_ascii_case("content-length")
+        || (!name.eq_ignore_ascii_case("host")
+            && headers
+                .get_all("connection")
+                .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name.as_bytes()))))
+}
+
+/// Write the head of `req` for the upstream: `METHOD target HTTP/1.1`, the end-to-end headers
+/// in their order (with `Host` kept), then `extra` headers, then the framing header for
+/// `framing` (usually `req.framing()`; the body is re-encoded by the caller).
+///
+/// Dropped: hop-by-hop headers and those named in `Connection`, `Content-Length` /
+/// `Transfer-Encoding` (rewritten from `framing`), `Expect` (the gateway answers
+/// `100-continue` to the client itself before forwarding), and any header whose name is also
+/// in `extra` (so `extra` *replaces*, e.g. `x-request-id`).
+pub fn write_request_head(
+    req: &RequestHead,
+    framing: BodyFraming,
+    extra: &[(&str, &[u8])],
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(req.method().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(req.target().as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let hs = req.headers();
+    for (name, value) in hs.iter() {
+        if dropped(hs, name)
+            || name.eq_ignore_ascii_case("expect")
+            || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
+        write_header(out, name, value);
+    }
+    finish(out, framing, None, extra);
+}
+
+/// Write the head of upstream response `resp` for the client: `HTTP/1.1 status reason`, the
+/// end-to-end headers, `extra` (replacing same-named ones), and the framing header for
+/// `framing`. With `BodyFraming::None` (HEAD, 204, 304) the upstream's `Content-Length` is
+/// kept, since it describes the representation rather than this message's body.
+///
+/// For an HTTP/1.0 client, or when the gateway closes the connection after this response,
+/// pass `("connection", b"close")` in `extra`.
+pub fn write_response_head(
+    resp: &ResponseHead,
+    framing: BodyFraming,
+    extra: &[(&str, &[u8])],
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_u64(out, u64::from(resp.status()));
+    out.push(b' ');
+    let reason = if resp.reason().is_empty() {
+        reason_phrase(resp.status())
+    } else {
+        resp.reason()
+    };
+    push_sanitized(out, reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let hs = resp.headers();
+    for (name, value) in hs.iter() {
+        if dropped(hs, name) || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            continue;
+        }
+        write_header(out, name, value);
+    }
+    let keep_cl = match framing {
+        BodyFraming::None => hs.get("content-length"),
+        _ => None,
+    };
+    finish(out, framing, keep_cl, extra);
+}
+
+fn finish(
+    out: &mut Vec<u8>,
+    framing: BodyFraming,
+    keep_cl: Option<&[u8]>,
+    extra: &[(&str, &[u8])],
+) {
+    for (name, value) in extra {
+        write_header(out, name, value);
+    }
+    match framing {
+        BodyFraming::ContentLength(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_u64(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        BodyFraming::None => {
+            if let Some(v) = keep_cl {
+                write_header(out, "content-length", v);
+            }
+        }
+        BodyFraming::UntilClose => {}
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a complete response made by the gateway: status line with the standard reason
+/// phrase, `headers`, `content-length`, then `body`. For a response to `HEAD`, truncate the
+/// body off afterwards (`out.truncate(out.len() - body.len())`).
+pub fn write_response(out: &mut Vec<u8>, status: u16, headers: &[(&str, &[u8])], body: &[u8]) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_u64(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        write_header(out, name, value);
+    }
+    out.extend_from_slice(b"content-length: ");
+    push_u64(out, body.len() as u64);
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+}
+
+/// [`write_response`] into a new buffer.
+pub fn build_response(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + body.len());
+    write_response(&mut out, status, headers, body);
+    out
+}
+
+/// Append `name: value\r\n`, with CR/LF/NUL in the value (and anything but token characters
+/// in the name) replaced so the line cannot be split.
+pub fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    for &b in name.as_bytes() {
+        out.push(if b.is_ascii_graphic() && b != b':' {
+            b
+        } else {
+            b'_'
+        });
+    }
+    out.extend_from_slice(b": ");
+    push_sanitized(out, value);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_sanitized(out: &mut Vec<u8>, v: &[u8]) {
+    if v.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+        out.extend(v.iter().map(|&b| {
+            if matches!(b, b'\r' | b'\n' | 0) {
+                b' '
+            } else {
+                b
+            }
+        }));
+    } else {
+        out.extend_from_slice(v);
+    }
+}
+
+/// Append the decimal digits of `n`.
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// The standard reason phrase of `status` (`""` for unknown codes).
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
