@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use weir_demo::DemoUpstream;
+
 /// The project's example config; its upstreams point at the demo ports 18181 / 18182.
 pub const EXAMPLE_CONFIG: &str = include_str!("../../../examples/gateway.toml");
 
@@ -16,6 +18,8 @@ pub fn demo_config(blue: SocketAddr, green: SocketAddr) -> String {
 
 /// Running demo upstreams and the config file written for them.
 pub struct Demo {
+    /// The upstream servers (they stop when dropped).
+    pub upstreams: [DemoUpstream; 2],
     /// Where the demo config was written (so `POST /admin/reload` works in demo mode).
     pub config_path: PathBuf,
     /// Blue upstream address.
@@ -25,9 +29,26 @@ pub struct Demo {
 }
 
 impl Demo {
-    /// Starts the upstreams and writes the config to a temporary file.
+    /// Starts blue and green on their default ports (18181, 18182; any free port when taken)
+    /// and writes the example config routed to them to a temporary file.
     pub fn start() -> Result<Demo, String> {
-        Err("the demo upstreams (crate weir-demo) are not available in this build yet".into())
+        let start = |name: &str, addr: &str| {
+            DemoUpstream::start(name, addr)
+                .or_else(|_| DemoUpstream::start(name, "127.0.0.1:0"))
+                .map_err(|e| format!("demo upstream {name}: {e}"))
+        };
+        let blue = start("blue", weir_demo::DEFAULT_BLUE_ADDR)?;
+        let green = start("green", weir_demo::DEFAULT_GREEN_ADDR)?;
+        let config_path =
+            std::env::temp_dir().join(format!("weir-pingora-demo-{}.toml", std::process::id()));
+        std::fs::write(&config_path, demo_config(blue.addr(), green.addr()))
+            .map_err(|e| format!("{}: {e}", config_path.display()))?;
+        Ok(Demo {
+            blue: blue.addr(),
+            green: green.addr(),
+            upstreams: [blue, green],
+            config_path,
+        })
     }
 
     /// Ready-to-paste curl lines for the seed-000 scenarios.

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 /// A free loopback port (bound then released; the usual small race is acceptable here).
 pub fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 /// A running frontend process.
@@ -56,14 +59,26 @@ impl Proc {
         let child = Command::new(bin)
             .arg("--config")
             .arg(&path)
-            .args(["--listen", &listen.to_string(), "--admin", &admin.to_string()])
+            .args([
+                "--listen",
+                &listen.to_string(),
+                "--admin",
+                &admin.to_string(),
+            ])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).unwrap())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        let mut p = Proc { child: Some(child), listen, admin, config: path, stdout, stderr };
+        let mut p = Proc {
+            child: Some(child),
+            listen,
+            admin,
+            config: path,
+            stdout,
+            stderr,
+        };
         p.wait_listening(Duration::from_secs(30));
         p
     }
@@ -75,7 +90,11 @@ impl Proc {
                 if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                     panic!("frontend exited early ({status}): {}", self.stderr_text());
                 }
-                assert!(t.elapsed() < limit, "{addr} not listening after {limit:?}: {}", self.stderr_text());
+                assert!(
+                    t.elapsed() < limit,
+                    "{addr} not listening after {limit:?}: {}",
+                    self.stderr_text()
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -118,6 +137,17 @@ impl Proc {
 
     pub fn get(&self, path: &str) -> Response {
         request(self.listen, "GET", path, &[], b"")
+    }
+
+    /// Sum of the admin `/metrics` samples whose line starts with `prefix`
+    /// (e.g. `weir_upstream_attempts_total{route="orders"`).
+    pub fn metric_sum(&self, prefix: &str) -> f64 {
+        self.admin_req("GET", "/metrics")
+            .text()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     pub fn admin_req(&self, method: &str, path: &str) -> Response {
@@ -223,5 +253,10 @@ fn read_response(r: &mut BufReader<TcpStream>, head_only: bool, t: Instant) -> R
             let _ = r.read_to_end(&mut body);
         }
     }
-    Response { status, headers, body, elapsed: t.elapsed() }
+    Response {
+        status,
+        headers,
+        body,
+        elapsed: t.elapsed(),
+    }
 }
