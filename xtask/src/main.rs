@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod bench;
 #[allow(dead_code)] // helpers are used by steps as they grow
 mod setup;
 mod steps;
@@ -22,12 +23,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => steps::test(&args[1..]),
-        Some("bench") => steps::bench(&args[1..]),
+        Some("bench") => bench::bench(&args[1..]),
         Some("fuzz") => steps::fuzz(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask test [--only A,B] [--skip A,B]\n       \
-                 cargo xtask bench [--save NAME] [--baseline NAME] [--full]\n       \
+                 cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--bench SUITE] [FILTER]\n       \
                  cargo xtask fuzz [--long] [TARGET...]"
             );
             Err("unknown command".into())

@@ -72,30 +72,6 @@ fn benches_compile() -> Result {
     run(cargo().args(["bench", "-p", "weir-bench", "--no-run"]))
 }
 
-pub(crate) fn bench(args: &[String]) -> Result {
-    let mut cmd = cargo();
-    cmd.args(["bench", "-p", "weir-bench"]);
-    let mut extra: Vec<String> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--save" => extra.extend([
-                "--save-baseline".into(),
-                it.next().ok_or("--save needs a name")?.clone(),
-            ]),
-            "--baseline" => extra.extend([
-                "--baseline".into(),
-                it.next().ok_or("--baseline needs a name")?.clone(),
-            ]),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if !extra.is_empty() {
-        cmd.arg("--").args(extra);
-    }
-    run(&mut cmd)
-}
-
 pub(crate) fn fuzz(_args: &[String]) -> Result {
     Err("no fuzz targets yet".into())
 }

@@ -31,14 +31,47 @@
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub(crate) mod arith;
 pub(crate) mod sync;
 
+pub mod backoff;
+pub mod breaker;
+pub mod deadline;
 pub mod decision;
+pub mod error;
+pub mod keyed;
+pub mod leaky_bucket;
+pub mod limiter;
+#[doc(hidden)]
+pub mod reference;
+pub mod retry_budget;
 pub mod rng;
+pub mod semaphore;
+pub mod sliding_log;
 pub mod time;
+pub mod token_bucket;
+pub mod window;
 
+pub use backoff::{Backoff, BackoffSequence, Jitter};
+pub use breaker::{
+    Admission, Admitted, Breaker, BreakerConfig, BreakerState, Cooldown, RejectReason, Rejected,
+    SharedBreaker, SlowCall, Ticket, Transition,
+};
+pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
+pub use error::ConfigError;
+pub use keyed::{KeyedDecision, KeyedLimiter, KeyedTokenBuckets, Slot};
+pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
+pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
+pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
+pub use semaphore::{OwnedPermit, Permit, Semaphore};
+pub use sliding_log::{SlidingLog, SlidingLogConfig};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
+pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use window::{
+    FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
+    SlidingWindowConfig,
+};

@@ -6,22 +6,23 @@
 //! `event-listener` `Event`, which works under any executor (monoio, tokio); the timeout
 //! races the frontend's [`crate::Timer`]. A released permit wakes one waiter.
 
-use crate::glue::Semaphore;
 use crate::timer::{Either, Timer, select};
+use core::num::NonZeroU64;
 use event_listener::Event;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use weir_core::{OwnedPermit, Semaphore};
 
 pub(crate) struct ConcurrencyState {
-    sem: Arc<dyn Semaphore>,
+    sem: Arc<Semaphore>,
     waiting: AtomicU64,
     released: Event,
 }
 
 /// A held permit; dropping it wakes one waiter.
 pub(crate) struct Permit {
-    inner: Option<Box<dyn Send + Sync>>,
+    inner: Option<OwnedPermit<Arc<Semaphore>>>,
     state: Arc<ConcurrencyState>,
 }
 
@@ -46,14 +47,16 @@ pub(crate) enum Refused {
 impl ConcurrencyState {
     pub(crate) fn new(max: u64) -> Arc<ConcurrencyState> {
         Arc::new(ConcurrencyState {
-            sem: crate::glue::semaphore(max),
+            sem: Arc::new(Semaphore::new(
+                NonZeroU64::new(max).unwrap_or(NonZeroU64::MIN),
+            )),
             waiting: AtomicU64::new(0),
             released: Event::new(),
         })
     }
 
     fn try_now(self: &Arc<Self>) -> Option<Permit> {
-        self.sem.clone().try_acquire().map(|p| Permit {
+        Semaphore::try_acquire_owned(self.sem.clone(), 1).map(|p| Permit {
             inner: Some(p),
             state: self.clone(),
         })
@@ -70,6 +73,9 @@ impl ConcurrencyState {
     ) -> Result<Permit, Refused> {
         if let Some(p) = self.try_now() {
             return Ok(p);
+        }
+        if wait.is_zero() && by_deadline {
+            return Err(Refused::Deadline);
         }
         if queue == 0 || wait.is_zero() {
             return Err(Refused::Full);

@@ -41,6 +41,12 @@ impl Headers for Vec<(String, String)> {
     }
 }
 
+impl Headers for &[(&str, &str)] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        Headers::get(*self, name)
+    }
+}
+
 /// No headers at all.
 impl Headers for () {
     fn get(&self, _name: &str) -> Option<&[u8]> {

@@ -5,8 +5,8 @@ use crate::concurrency::ConcurrencyState;
 use crate::config::raw::Scope;
 use crate::config::{self, ConfigError};
 use crate::flow::{Flow, RequestInfo};
-use crate::glue::{self, BreakerState};
-use crate::metrics::{self, Metrics};
+use crate::glue::{self, BreakerState, SharedBreaker, SharedRetryBudget, Transition};
+use crate::metrics::{Metrics, RouteMetrics};
 use crate::policy::*;
 use crate::response::{GatewayResponse, SimpleResponse, error_response};
 use crate::store::{GlobalLimit, GlobalStore};
@@ -35,14 +35,15 @@ pub(crate) struct LimiterState {
 
 pub(crate) struct BreakerRuntime {
     pub params: BreakerPolicy,
-    pub core: Box<dyn glue::Breaker>,
-    /// Serialises transition draining so metric order is the breaker's.
-    pub observe: Mutex<Vec<(BreakerState, BreakerState)>>,
+    pub cfg: weir_core::BreakerConfig,
+    pub core: SharedBreaker,
+    /// The latest transition (for `/admin/breakers`).
+    pub last: Mutex<Option<Transition>>,
 }
 
 pub(crate) struct BudgetState {
-    pub params: BudgetPolicy,
-    pub core: Box<dyn glue::RetryBudget>,
+    pub cfg: weir_core::RetryBudgetConfig,
+    pub core: SharedRetryBudget,
 }
 
 pub(crate) struct ConcState {
@@ -59,6 +60,10 @@ pub(crate) struct RouteRuntime {
     pub concurrency: Option<Arc<ConcState>>,
     pub breaker: Option<Arc<BreakerRuntime>>,
     pub budget: Option<Arc<BudgetState>>,
+    /// The retry backoff (core), built once.
+    pub backoff: weir_core::Backoff,
+    /// Metric handles with this route's labels, resolved once.
+    pub metrics: RouteMetrics,
     pub rr: AtomicUsize,
     /// `"ROUTE";q=Q;w=W`, prepared once.
     pub ratelimit_policy: Option<String>,
@@ -87,6 +92,9 @@ pub(crate) struct Inner {
     reload_lock: Mutex<()>,
     pub table_key: (u64, u64),
     pub seq: AtomicU64,
+    /// Flows begun (seeds each flow's jitter generator).
+    pub flows: AtomicU64,
+    /// The engine's seed: request ids, breaker jitter, retry-backoff jitter.
     pub seed: u64,
 }
 
@@ -126,6 +134,7 @@ impl Engine {
             set,
             Source::File(path.to_path_buf()),
             Arc::new(StdClock::new()),
+            random_u64(),
         )
     }
 
@@ -142,11 +151,25 @@ impl Engine {
         origin: &str,
         clock: Arc<dyn Clock + Send + Sync>,
     ) -> Result<Engine, ConfigError> {
+        Self::from_toml_seeded(text, origin, clock, random_u64())
+    }
+
+    /// For tests and simulations: an injected clock and a fixed seed for every random
+    /// choice the engine makes (backoff and cooldown jitter, breaker ramp, request ids), so
+    /// a run is reproducible.
+    #[doc(hidden)]
+    pub fn from_toml_seeded(
+        text: &str,
+        origin: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+    ) -> Result<Engine, ConfigError> {
         let set = config::parse(text, origin)?;
         Self::build(
             set,
             Source::Text(text.to_string(), origin.to_string()),
             clock,
+            seed,
         )
     }
 
@@ -163,15 +186,14 @@ impl Engine {
         set: PolicySet,
         source: Source,
         clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
     ) -> Result<Engine, ConfigError> {
         let log = AccessLog::start(&set.server.log).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
         })?;
         let metrics = Metrics::new();
         metrics.touch_unrouted();
-        let now = clock.now();
-        let seed = random_u64();
-        let live = build_live(1, Arc::new(set), None, now, seed, &metrics);
+        let live = build_live(1, Arc::new(set), None, seed, &metrics);
         Ok(Engine {
             inner: Arc::new(Inner {
                 live: ArcSwap::from_pointee(live),
@@ -184,6 +206,7 @@ impl Engine {
                 reload_lock: Mutex::new(()),
                 table_key: (random_u64(), random_u64()),
                 seq: AtomicU64::new(0),
+                flows: AtomicU64::new(0),
                 seed,
             }),
         })
@@ -320,7 +343,6 @@ impl Engine {
             rev,
             Arc::new(set),
             Some(&old),
-            self.now(),
             self.inner.seed,
             &self.inner.metrics,
         );
@@ -377,7 +399,7 @@ impl Engine {
         let now = self.now();
         for r in &live.routes {
             if let Some(b) = &r.breaker {
-                self.inner.observe_breaker(&r.policy.id, b, now);
+                self.inner.observe_breaker(r, b, now);
             }
         }
     }
@@ -442,8 +464,8 @@ impl Engine {
                     .iter()
                     .filter_map(|r| {
                         let b = r.breaker.as_ref()?;
-                        let st = self.inner.observe_breaker(&r.policy.id, b, now);
-                        Some(serde_json::json!({"route": r.policy.id, "state": st.label()}))
+                        let st = self.inner.observe_breaker(r, b, now);
+                        Some(breaker_json(r, b, st, now))
                     })
                     .collect();
                 GatewayResponse::json(
@@ -472,25 +494,74 @@ impl Inner {
     }
 
     /// Reads the breaker's state, counting any transitions into the metrics.
+    pub(crate) fn breaker_transition(
+        &self,
+        route: &RouteRuntime,
+        b: &BreakerRuntime,
+        t: Option<Transition>,
+        now: Nanos,
+    ) {
+        if let Some(t) = t {
+            route.metrics.transition(t.from, t.to);
+            *b.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        }
+        self.observe_breaker(route, b, now);
+    }
+
+    /// Reads the breaker's state into the gauge.
     pub(crate) fn observe_breaker(
         &self,
-        route: &str,
+        route: &RouteRuntime,
         b: &BreakerRuntime,
         now: Nanos,
     ) -> BreakerState {
-        let mut buf = b.observe.lock().unwrap_or_else(|p| p.into_inner());
         let st = b.core.state(now);
-        b.core.take_transitions(&mut buf);
-        for (from, to) in buf.drain(..) {
-            self.metrics
-                .count_transition(route, from.label(), to.label());
+        if let Some(g) = &route.metrics.breaker_state {
+            g.set(i64::from(st.as_gauge()));
         }
-        self.metrics
-            .breaker_state
-            .get_or_create(&metrics::route(route))
-            .set(st.gauge());
         st
     }
+}
+
+/// One entry of `/admin/breakers`.
+fn breaker_json(
+    r: &RouteRuntime,
+    b: &BreakerRuntime,
+    st: BreakerState,
+    now: Nanos,
+) -> serde_json::Value {
+    let p = &b.params;
+    let last = *b.last.lock().unwrap_or_else(|p| p.into_inner());
+    serde_json::json!({
+        "route": r.policy.id,
+        "state": st.as_str(),
+        "gauge": st.as_gauge(),
+        "failed_recoveries": b.core.failed_recoveries(),
+        "probes_in_flight": b.core.probes_in_flight(),
+        "last_transition": last.map(|t| serde_json::json!({
+            "from": t.from.as_str(),
+            "to": t.to.as_str(),
+            "ago_ms": now.saturating_sub(t.at).as_millis(),
+        })),
+        "config": {
+            "failure_on": p.failure_on.names,
+            "consecutive_failures": p.consecutive_failures,
+            "failure_rate": p.failure_rate,
+            "window": p.window,
+            "min_calls": p.min_calls,
+            "slow_call": p.slow_call,
+            "slow_call_rate": p.slow_call_rate,
+            "cooldown": {
+                "base": p.cooldown_base,
+                "max": p.cooldown_max,
+                "multiplier": p.cooldown_multiplier,
+                "jitter": p.cooldown_jitter,
+            },
+            "half_open": {"probes": p.probes, "successes": p.successes},
+            "ramp": p.ramp,
+            "probe_timeout": crate::config::raw::Dur(b.cfg.probe_timeout.into()),
+        },
+    })
 }
 
 fn apply_overrides(s: &ServerSettings, o: &Overrides) -> Result<ServerSettings, ConfigError> {
@@ -520,7 +591,6 @@ fn build_live(
     revision: u64,
     set: Arc<PolicySet>,
     old: Option<&Live>,
-    now: Nanos,
     seed: u64,
     metrics: &Metrics,
 ) -> Live {
@@ -542,13 +612,13 @@ fn build_live(
                             .and_then(|r| r.limiter.as_ref())
                             .filter(|l| l.params == params)
                             .cloned();
-                        let l = kept.unwrap_or_else(|| {
-                            Arc::new(LimiterState {
+                        let l = kept.or_else(|| {
+                            Some(Arc::new(LimiterState {
                                 params,
-                                limiter: glue::keyed_limiter(&rl.algorithm, rl.max_keys, now),
-                            })
+                                limiter: glue::keyed_limiter(&rl.algorithm, rl.max_keys)?,
+                            }))
                         });
-                        (Some(l), None, hdr)
+                        (l, None, hdr)
                     }
                     Scope::Global => (None, Some(GlobalLimit::from(&rl.algorithm)), hdr),
                 }
@@ -566,30 +636,37 @@ fn build_live(
                     })
                 })
         });
+        let total = Nanos::from(p.timeouts.total.0);
         let breaker = p.breaker.as_ref().map(|b| {
+            // Validated at config time (glue::breaker_config via the compiler).
+            let cfg = glue::breaker_config(b, total).expect("validated breaker");
             prev.and_then(|r| r.breaker.as_ref())
-                .filter(|s| s.params == *b)
+                .filter(|s| s.params == *b && s.cfg == cfg)
                 .cloned()
                 .unwrap_or_else(|| {
+                    let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                     Arc::new(BreakerRuntime {
                         params: b.clone(),
-                        core: glue::breaker(b, seed ^ (i as u64).wrapping_mul(0x9E37), now),
-                        observe: Mutex::new(Vec::new()),
+                        cfg,
+                        core: SharedBreaker::new(cfg, seed).expect("validated breaker"),
+                        last: Mutex::new(None),
                     })
                 })
         });
         let budget = (p.retry.max_attempts > 1).then(|| {
+            let cfg = glue::budget_config(&p.retry.budget).expect("validated budget");
             prev.and_then(|r| r.budget.as_ref())
-                .filter(|s| s.params == p.retry.budget)
+                .filter(|s| s.cfg == cfg)
                 .cloned()
                 .unwrap_or_else(|| {
                     Arc::new(BudgetState {
-                        params: p.retry.budget,
-                        core: glue::retry_budget(&p.retry.budget, now),
+                        cfg,
+                        core: SharedRetryBudget::new(cfg),
                     })
                 })
         });
-        metrics.touch_route(&p.id, breaker.is_some());
+        let backoff = glue::backoff(&p.retry.backoff).expect("validated backoff");
+        let route_metrics = metrics.for_route(&p.id, breaker.is_some());
         routes.push(Arc::new(RouteRuntime {
             policy: p.clone(),
             upstream,
@@ -598,6 +675,8 @@ fn build_live(
             concurrency,
             breaker,
             budget,
+            backoff,
+            metrics: route_metrics,
             rr: AtomicUsize::new(prev.map_or(0, |r| r.rr.load(Ordering::Relaxed))),
             ratelimit_policy,
         }));

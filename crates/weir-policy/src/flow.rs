@@ -5,7 +5,6 @@ use crate::concurrency::{Permit, Refused};
 use crate::config::raw::{Mode, OnStoreError, Scope};
 use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
 use crate::engine::{Inner, Live, RouteRuntime};
-use crate::metrics;
 use crate::policy::{UpstreamSettings, secs_ceil};
 use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
 use crate::store::{StoreError, StoreRequest, store_key};
@@ -14,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use weir_core::{Decision, Nanos, SplitMix64, Verdict};
+use weir_core::{Deadline, Decision, Nanos, SplitMix64, Verdict};
 
 /// What the frontend knows about a request when it starts.
 #[derive(Clone, Copy)]
@@ -114,7 +113,7 @@ pub struct Flow {
     method: String,
     path: String,
     begin: Nanos,
-    deadline: Nanos,
+    deadline: Deadline,
     idempotent: bool,
     replayable: bool,
     descriptor: Option<Descriptor>,
@@ -124,6 +123,7 @@ pub struct Flow {
     remaining: Option<u64>,
     bypassed: bool,
     permit: Option<Permit>,
+    ticket: Option<crate::glue::Ticket>,
     inflight: bool,
     attempts: Vec<AttemptRec>,
     attempt_no: u32,
@@ -158,7 +158,7 @@ impl Flow {
             .unwrap_or_else(|| inner.new_request_id());
         let idx = live.set.route_for(req.method, &path).map(|(i, _)| i);
         let route = idx.map(|i| live.routes[i].clone());
-        let seq = inner.seq.load(Ordering::Relaxed);
+        let seq = inner.flows.fetch_add(1, Ordering::Relaxed);
         let mut f = Flow {
             rng: SplitMix64::new(inner.seed ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D)),
             inner,
@@ -168,7 +168,7 @@ impl Flow {
             method: req.method.to_string(),
             path,
             begin: now,
-            deadline: now,
+            deadline: Deadline::new(now, Nanos::ZERO),
             idempotent: false,
             replayable: false,
             descriptor: None,
@@ -178,6 +178,7 @@ impl Flow {
             remaining: None,
             bypassed: false,
             permit: None,
+            ticket: None,
             inflight: false,
             attempts: Vec::new(),
             attempt_no: 0,
@@ -193,7 +194,7 @@ impl Flow {
             return f;
         };
         let p = &route.policy;
-        f.deadline = now + ns(p.timeouts.total.0);
+        f.deadline = Deadline::new(now, ns(p.timeouts.total.0));
         f.idempotent = p
             .retry
             .methods
@@ -221,11 +222,7 @@ impl Flow {
                     };
                     if rl.mode == Mode::Shadow {
                         f.shadow = Some(reason);
-                        f.inner
-                            .metrics
-                            .shadow
-                            .get_or_create(&metrics::route(&p.id))
-                            .inc();
+                        route.metrics.shadow.inc();
                     } else {
                         f.early = Some((status, reason));
                     }
@@ -301,11 +298,9 @@ impl Flow {
         if self.shadow.is_none() {
             self.shadow = Some(reason);
         }
-        self.inner
-            .metrics
-            .shadow
-            .get_or_create(&metrics::route(self.route_id()))
-            .inc();
+        if let Some(r) = &self.route {
+            r.metrics.shadow.inc();
+        }
     }
 
     async fn store_acquire<T: Timer>(
@@ -352,11 +347,7 @@ impl Flow {
                 Scope::Local => route.limiter.as_ref().map(|l| {
                     let a = l.limiter.acquire(desc.table_hash, self.now(), 1);
                     if a.overflow {
-                        self.inner
-                            .metrics
-                            .overflow
-                            .get_or_create(&metrics::route(&p.id))
-                            .inc();
+                        route.metrics.overflow.inc();
                     }
                     a.decision
                 }),
@@ -387,11 +378,7 @@ impl Flow {
                                 self.bypassed = true;
                                 self.extra_headers
                                     .push(("x-weir-ratelimit", "bypassed".to_string()));
-                                self.inner
-                                    .metrics
-                                    .bypassed
-                                    .get_or_create(&metrics::route(&p.id))
-                                    .inc();
+                                route.metrics.bypassed.inc();
                                 None
                             }
                         },
@@ -402,7 +389,7 @@ impl Flow {
                 self.remaining = Some(d.remaining);
                 let now = self.now();
                 let over_budget =
-                    matches!(d.verdict, Verdict::Delay(dl) if now + dl > self.deadline);
+                    matches!(d.verdict, Verdict::Delay(dl) if dl > self.deadline.remaining(now));
                 let rejected = d.verdict == Verdict::Reject || over_budget;
                 let t = if d.verdict == Verdict::Reject {
                     d.retry_after.as_secs_ceil().max(1)
@@ -438,7 +425,7 @@ impl Flow {
         // 2. Concurrency.
         if let (Some(c), Some(cs)) = (&p.concurrency, &route.concurrency) {
             let start = self.now();
-            let remaining = self.deadline.saturating_sub(start);
+            let remaining = self.deadline.remaining(start);
             let qt = ns(c.queue_timeout.0);
             let by_deadline = remaining < qt;
             let wait = qt.min(remaining);
@@ -464,11 +451,16 @@ impl Flow {
         // 3. Breaker.
         if let Some(b) = &route.breaker {
             let now = self.now();
-            let allowed = b.core.allow(now);
-            self.inner.observe_breaker(&p.id, b, now);
-            if !allowed {
-                self.permit = None;
-                return Admission::Respond(self.fallback_or(503, "circuit_open"));
+            match b.core.allow(now) {
+                Ok(a) => {
+                    self.inner.breaker_transition(&route, b, a.transition, now);
+                    self.ticket = Some(a.ticket);
+                }
+                Err(r) => {
+                    self.inner.breaker_transition(&route, b, r.transition, now);
+                    self.permit = None;
+                    return Admission::Respond(self.fallback_or(503, "circuit_open"));
+                }
             }
         }
 
@@ -476,11 +468,7 @@ impl Flow {
             bu.core.deposit(self.now());
         }
         self.inflight = true;
-        self.inner
-            .metrics
-            .inflight
-            .get_or_create(&metrics::route(&p.id))
-            .inc();
+        route.metrics.inflight.inc();
         Admission::Proceed
     }
 
@@ -490,13 +478,27 @@ impl Flow {
             return Err(self.reject(404, "no_route", &[]));
         };
         let now = self.now();
-        if now >= self.deadline {
+        if self.deadline.expired(now) {
             return Err(self.reject(504, "deadline_exceeded", &[]));
         }
-        let remaining = self.deadline - now;
+        // Every attempt is a call the breaker guards: a retry needs its own ticket.
+        if let Some(b) = &route.breaker
+            && self.ticket.is_none()
+        {
+            match b.core.allow(now) {
+                Ok(a) => {
+                    self.inner.breaker_transition(&route, b, a.transition, now);
+                    self.ticket = Some(a.ticket);
+                }
+                Err(r) => {
+                    self.inner.breaker_transition(&route, b, r.transition, now);
+                    return Err(self.fallback_or(503, "circuit_open"));
+                }
+            }
+        }
         let cfg = ns(route.policy.timeouts.per_try.0);
-        let per_try = cfg.min(remaining);
-        self.attempt_capped = remaining <= cfg;
+        let per_try = self.deadline.per_try(now, cfg);
+        self.attempt_capped = self.deadline.remaining(now) <= cfg;
         self.attempt_no += 1;
         self.attempt_started = now;
         let eps = &route.upstream.endpoints;
@@ -521,7 +523,6 @@ impl Flow {
         let Some(route) = self.route.clone() else {
             return Next::Respond(self.reject(404, "no_route", &[]));
         };
-        let p = &route.policy;
         let now = self.now();
         let elapsed = now.saturating_sub(self.attempt_started);
         let (status, error) = match result {
@@ -533,19 +534,16 @@ impl Flow {
             error,
             ms: elapsed.as_millis(),
         });
-        self.inner.metrics.count_attempt(&p.id, result.label());
-        if let Some(b) = &route.breaker {
-            b.core
-                .record(now, b.params.failure_on.matches(&result), elapsed);
-            self.inner.observe_breaker(&p.id, b, now);
+        route.metrics.attempt(result.label());
+        if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
+            let t = b
+                .core
+                .record(ticket, now, elapsed, b.params.failure_on.matches(&result));
+            self.inner.breaker_transition(&route, b, t, now);
         }
 
         if let Some(backoff) = self.may_retry(&route, &result, now) {
-            self.inner
-                .metrics
-                .retries
-                .get_or_create(&metrics::route(&p.id))
-                .inc();
+            route.metrics.retries.inc();
             return Next::Retry {
                 backoff: backoff.into(),
             };
@@ -568,7 +566,7 @@ impl Flow {
                 Next::Respond(r)
             }
             AttemptResult::PerTryTimeout => {
-                let reason = if self.attempt_capped || now >= self.deadline {
+                let reason = if self.attempt_capped || self.deadline.expired(now) {
                     "deadline_exceeded"
                 } else {
                     "per_try_timeout"
@@ -597,12 +595,15 @@ impl Flow {
             return None;
         }
         let backoff = crate::glue::backoff_delay(
-            &rt.backoff,
+            &route.backoff,
             self.attempt_no,
             self.backoff_prev,
             &mut self.rng,
         );
-        if now + backoff + ns(p.timeouts.min_try.0) > self.deadline {
+        if !self
+            .deadline
+            .can_start_attempt(now, backoff, ns(p.timeouts.min_try.0))
+        {
             return None;
         }
         if let Some(b) = &route.breaker
@@ -613,11 +614,7 @@ impl Flow {
         if let Some(bu) = &route.budget
             && !bu.core.try_withdraw(now)
         {
-            self.inner
-                .metrics
-                .budget_exhausted
-                .get_or_create(&metrics::route(&p.id))
-                .inc();
+            route.metrics.budget_exhausted.inc();
             return None;
         }
         self.backoff_prev = backoff;
@@ -642,21 +639,27 @@ impl Flow {
         }
         self.finished = true;
         self.permit = None;
+        if let (Some(t), Some(b)) = (
+            self.ticket.take(),
+            self.route.as_ref().and_then(|r| r.breaker.as_ref()),
+        ) {
+            b.core.cancel(t);
+        }
         let route = self.route_id().to_string();
-        let m = &self.inner.metrics;
         let outcome = self.outcome.unwrap_or("aborted");
-        m.count_request(&route, outcome);
         let now = self.now();
         let dur = now.saturating_sub(self.begin);
-        if self.route.is_some() {
-            m.duration
-                .get_or_create(&metrics::route(&route))
-                .observe(dur.as_secs_f64());
+        match &self.route {
+            Some(r) => {
+                r.metrics.request(outcome);
+                r.metrics.duration.observe(dur.as_secs_f64());
+                if self.inflight {
+                    r.metrics.inflight.dec();
+                }
+            }
+            None => self.inner.metrics.count_request(&route, outcome),
         }
-        if self.inflight {
-            self.inflight = false;
-            m.inflight.get_or_create(&metrics::route(&route)).dec();
-        }
+        self.inflight = false;
         let rl = self
             .route
             .as_ref()

@@ -99,6 +99,40 @@ pub fn __block_on<F: core::future::Future>(f: F) -> F::Output {
     }
 }
 
+/// Fuzz entry for the config parser (cargo-fuzz / proptest drive it): any bytes are
+/// either a compiled [`PolicySet`] or a [`ConfigError`] — never a panic — and a set that
+/// compiles also satisfies every weir-core constructor the engine will call on it (the
+/// engine `expect`s these at load time, so a gap here would be a crash on reload).
+#[doc(hidden)]
+pub fn fuzz_config(data: &[u8]) {
+    let Ok(text) = core::str::from_utf8(data) else {
+        return;
+    };
+    match config::parse(text, "fuzz.toml") {
+        Err(e) => {
+            let shown = e.to_string();
+            assert!(shown.starts_with("fuzz.toml"), "{shown}");
+        }
+        Ok(set) => {
+            for r in &set.routes {
+                let total = weir_core::Nanos::from(r.timeouts.total.0);
+                if let Some(b) = &r.breaker {
+                    glue::breaker_config(b, total).expect("breaker accepted by the compiler");
+                }
+                glue::budget_config(&r.retry.budget).expect("budget accepted by the compiler");
+                glue::backoff(&r.retry.backoff).expect("backoff accepted by the compiler");
+                if let Some(rl) = &r.rate_limit {
+                    glue::check_algorithm(&rl.algorithm).expect("limit accepted by the compiler");
+                }
+                assert!(r.timeouts.per_try <= r.timeouts.total);
+                assert!(set.upstream(&r.upstream).is_some());
+            }
+            let _ = set.describe();
+            let _ = serde_json::to_string(&set).expect("serializable");
+        }
+    }
+}
+
 #[allow(dead_code)]
 fn _assert_send() {
     fn is_send<T: Send>() {}

@@ -183,6 +183,31 @@ impl Metrics {
         }
     }
 
+    /// The cached handles of a configured route (creates its zero-valued series).
+    pub(crate) fn for_route(&self, id: &str, has_breaker: bool) -> RouteMetrics {
+        self.touch_route(id, has_breaker);
+        let r = route(id);
+        RouteMetrics {
+            id: id.to_string(),
+            families: FamiliesRef {
+                requests: self.requests.clone(),
+                attempts: self.attempts.clone(),
+                transitions: self.transitions.clone(),
+            },
+            shadow: self.shadow.get_or_create(&r).clone(),
+            retries: self.retries.get_or_create(&r).clone(),
+            overflow: self.overflow.get_or_create(&r).clone(),
+            budget_exhausted: self.budget_exhausted.get_or_create(&r).clone(),
+            bypassed: self.bypassed.get_or_create(&r).clone(),
+            inflight: self.inflight.get_or_create(&r).clone(),
+            duration: self.duration.get_or_create(&r).clone(),
+            breaker_state: has_breaker.then(|| self.breaker_state.get_or_create(&r).clone()),
+            outcomes: Default::default(),
+            attempts: Default::default(),
+            transitions: Default::default(),
+        }
+    }
+
     pub(crate) fn touch_unrouted(&self) {
         let _ = self.requests.get_or_create(&OutcomeL {
             route: "-".to_string(),
@@ -195,25 +220,6 @@ impl Metrics {
             .get_or_create(&OutcomeL {
                 route: route.to_string(),
                 outcome: outcome.to_string(),
-            })
-            .inc();
-    }
-
-    pub(crate) fn count_attempt(&self, route: &str, result: &str) {
-        self.attempts
-            .get_or_create(&ResultL {
-                route: route.to_string(),
-                result: result.to_string(),
-            })
-            .inc();
-    }
-
-    pub(crate) fn count_transition(&self, route: &str, from: &str, to: &str) {
-        self.transitions
-            .get_or_create(&TransitionL {
-                route: route.to_string(),
-                from: from.to_string(),
-                to: to.to_string(),
             })
             .inc();
     }
@@ -249,6 +255,126 @@ impl Metrics {
             }
         }
         out
+    }
+}
+
+/// The attempt results of `weir_upstream_attempts_total`.
+pub(crate) const RESULTS: [&str; 6] = [
+    "success",
+    "http_5xx",
+    "connect_failure",
+    "reset",
+    "protocol_error",
+    "timeout",
+];
+
+/// Request outcomes cached per route (others go through the family's lookup).
+const OUTCOMES: [&str; 15] = [
+    "proxied",
+    "fallback",
+    "aborted",
+    "rate_limited",
+    "empty_key",
+    "key_too_long",
+    "ratelimit_store_unavailable",
+    "concurrency_limited",
+    "queue_timeout",
+    "circuit_open",
+    "upstream_unavailable",
+    "deadline_exceeded",
+    "per_try_timeout",
+    "no_route",
+    "bad_request",
+];
+
+const STATES: [weir_core::BreakerState; 3] = [
+    weir_core::BreakerState::Closed,
+    weir_core::BreakerState::Open,
+    weir_core::BreakerState::HalfOpen,
+];
+
+/// One route's metric handles, resolved once per config revision so the request path
+/// never formats or allocates a label set. Handles share their series with the registry
+/// (prometheus-client metrics are `Arc`s), and series that do not exist yet are created
+/// on first use, so `/metrics` shows the same series as without the cache.
+pub(crate) struct RouteMetrics {
+    id: String,
+    families: FamiliesRef,
+    pub shadow: Counter,
+    pub retries: Counter,
+    pub overflow: Counter,
+    pub budget_exhausted: Counter,
+    pub bypassed: Counter,
+    pub inflight: Gauge,
+    pub duration: Histogram,
+    pub breaker_state: Option<Gauge>,
+    outcomes: [std::sync::OnceLock<Counter>; OUTCOMES.len()],
+    attempts: [std::sync::OnceLock<Counter>; RESULTS.len()],
+    transitions: [std::sync::OnceLock<Counter>; 9],
+}
+
+/// Clones of the label-varying families (cheap `Arc` clones).
+#[derive(Clone)]
+pub(crate) struct FamiliesRef {
+    requests: Family<OutcomeL, Counter>,
+    attempts: Family<ResultL, Counter>,
+    transitions: Family<TransitionL, Counter>,
+}
+
+impl RouteMetrics {
+    pub(crate) fn request(&self, outcome: &str) {
+        match OUTCOMES.iter().position(|o| *o == outcome) {
+            Some(i) => self.outcomes[i]
+                .get_or_init(|| {
+                    self.families
+                        .requests
+                        .get_or_create(&OutcomeL {
+                            route: self.id.clone(),
+                            outcome: outcome.to_string(),
+                        })
+                        .clone()
+                })
+                .inc(),
+            None => self
+                .families
+                .requests
+                .get_or_create(&OutcomeL {
+                    route: self.id.clone(),
+                    outcome: outcome.to_string(),
+                })
+                .inc(),
+        };
+    }
+
+    pub(crate) fn attempt(&self, result: &'static str) {
+        let i = RESULTS.iter().position(|r| *r == result).unwrap_or(0);
+        self.attempts[i]
+            .get_or_init(|| {
+                self.families
+                    .attempts
+                    .get_or_create(&ResultL {
+                        route: self.id.clone(),
+                        result: result.to_string(),
+                    })
+                    .clone()
+            })
+            .inc();
+    }
+
+    pub(crate) fn transition(&self, from: weir_core::BreakerState, to: weir_core::BreakerState) {
+        let i = from.as_gauge() as usize * 3 + to.as_gauge() as usize;
+        self.transitions[i]
+            .get_or_init(|| {
+                self.families
+                    .transitions
+                    .get_or_create(&TransitionL {
+                        route: self.id.clone(),
+                        from: STATES[from.as_gauge() as usize].as_str().to_string(),
+                        to: STATES[to.as_gauge() as usize].as_str().to_string(),
+                    })
+                    .clone()
+            })
+            .inc();
     }
 }
 
@@ -348,9 +474,12 @@ mod tests {
     #[test]
     fn touched_series_render_with_contract_names() {
         let m = Metrics::new();
-        m.touch_route("ok", true);
-        m.count_request("ok", "rate_limited");
-        m.count_transition("ok", "closed", "open");
+        let r = m.for_route("ok", true);
+        r.request("rate_limited");
+        r.transition(
+            weir_core::BreakerState::Closed,
+            weir_core::BreakerState::Open,
+        );
         let text = m.render();
         assert!(text.contains("weir_requests_total{route=\"ok\",outcome=\"rate_limited\"} 1"));
         assert!(text.contains("weir_requests_total{route=\"ok\",outcome=\"proxied\"} 0"));

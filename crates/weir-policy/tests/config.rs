@@ -241,3 +241,61 @@ fn breaker_needs_a_trip_condition() {
         "{e}"
     );
 }
+
+#[test]
+fn core_parameter_limits_name_the_key() {
+    // weir-core's constructors are checked at load time and reported like any other error.
+    let e = err("[routes.breaker]\nfailure_rate = 0.5\nwindow = 30\nmin_calls = 10\n");
+    assert!(
+        e.contains("routes[0].breaker.window: out of range (at most 29)"),
+        "{e}"
+    );
+    let e = err(
+        "[routes.breaker]\nconsecutive_failures = 3\nhalf_open = { probes = 300, successes = 1 }\n",
+    );
+    assert!(
+        e.contains("routes[0].breaker.half_open.probes: out of range (at most 255)"),
+        "{e}"
+    );
+    let e = err("[routes.breaker]\nconsecutive_failures = 70000\n");
+    assert!(
+        e.contains("routes[0].breaker.consecutive_failures: out of range"),
+        "{e}"
+    );
+    let e = err("[routes.retry]\nbudget = { ratio = 0.2, ttl = \"500ms\" }\n");
+    assert!(
+        e.contains("routes[0].retry.budget.ttl: must be at least 1s"),
+        "{e}"
+    );
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 4611686018427387904\n",
+    );
+    assert!(e.contains("routes[0].rate_limit.burst:"), "{e}");
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"sliding_window\"\nlimit = 100000000\nwindow = \"1s\"\n",
+    );
+    assert!(e.contains("routes[0].rate_limit.limit:"), "{e}");
+}
+
+#[test]
+fn fuzz_entry_survives_mutations() {
+    // A cheap, deterministic stand-in for the fuzzer: truncations and byte flips of the
+    // example config must give errors, never panics.
+    let base = std::fs::read("../../examples/gateway.toml").unwrap();
+    weir_policy::fuzz_config(&base);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for n in 0..400 {
+        let mut v = base.clone();
+        v.truncate(base.len() * (n % 97) / 96);
+        for _ in 0..(n % 5) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !v.is_empty() {
+                let i = (x as usize) % v.len();
+                v[i] = b"0123456789=\"[]{}.,\n -_azs"[(x >> 32) as usize % 25];
+            }
+        }
+        weir_policy::fuzz_config(&v);
+    }
+}

@@ -168,6 +168,54 @@ impl Ctx<'_> {
 
 type R<T> = Result<T, ConfigError>;
 
+/// A weir-core parameter error as a config error at `{prefix}.{field}` (`key_of` maps
+/// the core's field name to the config spelling).
+fn core_err(
+    ctx: &Ctx<'_>,
+    prefix: &str,
+    e: crate::glue::CoreError,
+    key_of: impl Fn(&'static str) -> String,
+) -> ConfigError {
+    use crate::glue::CoreError as E;
+    let field = match e {
+        E::Zero(f) | E::TooLarge(f) | E::OutOfRange(f) => Some(f),
+        E::Order { low, .. } => Some(low),
+        E::LimitAboveCapacity { .. } => Some("limit"),
+    };
+    let key = match field {
+        Some(f) => format!("{prefix}.{}", key_of(f)),
+        None => prefix.to_string(),
+    };
+    let msg = match e {
+        E::OutOfRange("window") => {
+            format!("out of range (at most {})", weir_core::breaker::WINDOW_MAX)
+        }
+        E::OutOfRange("probes") | E::OutOfRange("successes") => {
+            format!("out of range (at most {})", weir_core::breaker::PROBES_MAX)
+        }
+        E::OutOfRange("consecutive_failures") => format!(
+            "out of range (at most {})",
+            weir_core::breaker::CONSECUTIVE_MAX
+        ),
+        E::OutOfRange("ttl") => "must be at least 1s".to_string(),
+        E::OutOfRange("cooldown.multiplier") | E::OutOfRange("multiplier") => {
+            "out of range (1.0 to 1000)".to_string()
+        }
+        other => other.to_string(),
+    };
+    ctx.err(key, msg)
+}
+
+fn breaker_key(f: &'static str) -> String {
+    match f {
+        "probes" | "successes" => format!("half_open.{f}"),
+        "cooldown.base" | "cooldown.max" | "cooldown.multiplier" | "cooldown.jitter" => {
+            f.to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
 fn at_least_1(ctx: &Ctx<'_>, key: &str, v: u64) -> R<u64> {
     if v == 0 {
         Err(ctx.err(key, "must be at least 1"))
@@ -452,7 +500,13 @@ fn compile_route(
 
     let retry = compile_retry(&format!("{k}.retry"), r.retry, ctx)?;
     let breaker = match r.breaker {
-        Some(b) => Some(compile_breaker(&format!("{k}.breaker"), b, ctx)?),
+        Some(b) => {
+            let kb = format!("{k}.breaker");
+            let b = compile_breaker(&kb, b, ctx)?;
+            crate::glue::breaker_config(&b, total.0.into())
+                .map_err(|e| core_err(ctx, &kb, e, breaker_key))?;
+            Some(b)
+        }
         None => None,
     };
     let fallback = match r.fallback {
@@ -616,6 +670,11 @@ fn compile_rate_limit(
             }
         }
     };
+    crate::glue::check_algorithm(&algorithm).map_err(|e| {
+        core_err(ctx, k, e, |f| {
+            if f.starts_with("burst") { "burst" } else { f }.to_string()
+        })
+    })?;
     let key_strs = rl.key.unwrap_or_else(|| vec!["route".to_string()]);
     if key_strs.is_empty() {
         return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
@@ -734,7 +793,7 @@ fn compile_retry(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPolicy> 
     }
     let bu = r.budget.unwrap_or_default();
     let ratio = bu.ratio.unwrap_or(0.2);
-    if !(ratio.is_finite() && ratio >= 0.0 && ratio <= 1000.0) {
+    if !(ratio.is_finite() && (0.0..=1000.0).contains(&ratio)) {
         return Err(ctx.err(format!("{k}.budget.ratio"), "must be 0 or more"));
     }
     let budget = BudgetPolicy {
@@ -746,6 +805,10 @@ fn compile_retry(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPolicy> 
             bu.ttl.unwrap_or(Dur(Duration::from_secs(10))),
         )?,
     };
+    crate::glue::backoff(&backoff)
+        .map_err(|e| core_err(ctx, &format!("{k}.backoff"), e, |f| f.to_string()))?;
+    crate::glue::budget_config(&budget)
+        .map_err(|e| core_err(ctx, &format!("{k}.budget"), e, |f| f.to_string()))?;
     Ok(RetryPolicy {
         max_attempts,
         on,

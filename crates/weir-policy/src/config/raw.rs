@@ -69,7 +69,7 @@ pub(crate) fn fmt_duration(d: Duration, f: &mut fmt::Formatter<'_>) -> fmt::Resu
         return f.write_str("0s");
     }
     for (size, unit) in UNITS {
-        if ns % size == 0 {
+        if ns.is_multiple_of(size) {
             return write!(f, "{}{}", ns / size, unit);
         }
     }
