@@ -9,7 +9,7 @@ mod harness;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harness::{Proc, request};
+use harness::{Proc, raw_exchange, request};
 use weir_demo::DemoUpstream;
 
 fn bin() -> PathBuf {
@@ -318,4 +318,72 @@ fn check_validates_the_config() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml") && err.contains("burst"), "{err}");
+}
+
+/// The example config plus a catch-all route to blue (per-try 300 ms), for the demo's
+/// `/stream`, `/close`, `/echo` endpoints.
+fn with_catch_all(c: String) -> String {
+    c + r#"
+[[routes]]
+id = "misc"
+match = { path_prefix = "/" }
+upstream = "blue"
+
+[routes.timeouts]
+total = "5s"
+per_try = "300ms"
+"#
+}
+
+#[test]
+fn upstream_body_cut_reaches_the_client_as_a_cut_and_is_logged() {
+    let s = setup_with(with_catch_all);
+    let raw = raw_exchange(
+        s.gw.listen,
+        b"GET /close HTTP/1.1\r\nhost: x\r\nx-request-id: cut-1\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-length: 100"),
+        "{head}"
+    );
+    assert!(
+        body.len() < 100,
+        "the body must arrive cut, got {} bytes",
+        body.len()
+    );
+    let t = std::time::Instant::now();
+    while !s.gw.stdout_text().lines().any(|l| l.contains("cut-1")) {
+        assert!(t.elapsed() < Duration::from_secs(3), "no access log line");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = s.gw.stdout_text();
+    let line = log.lines().find(|l| l.contains("cut-1")).unwrap();
+    assert!(line.contains("upstream_body_truncated"), "{line}");
+}
+
+#[test]
+fn streaming_body_and_request_headers_pass_through() {
+    let s = setup_with(with_catch_all);
+    // Chunks 100 ms apart: longer in total than per_try (300 ms), each gap shorter.
+    let r = s.gw.get("/stream?chunks=5&delay_ms=100");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.elapsed >= Duration::from_millis(400), "{:?}", r.elapsed);
+    assert_eq!(r.header("x-weir-attempts"), Some("1"));
+    // The upstream sees the request id weir assigned.
+    let r = request(
+        s.gw.listen,
+        "POST",
+        "/echo",
+        &[("x-request-id", "echo-1")],
+        b"hello",
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let body = r.text();
+    assert!(
+        body.contains("echo-1") && body.contains("\"body\":\"hello\""),
+        "{body}"
+    );
 }

@@ -186,6 +186,22 @@ impl Response {
     }
 }
 
+/// Sends raw bytes on a fresh connection and returns everything read until the server closes
+/// (or 10 s pass).
+pub fn raw_exchange(addr: SocketAddr, raw: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// One request on a fresh connection (`connection: close`), 10 s socket timeouts.
 pub fn request(
     addr: SocketAddr,
