@@ -60,9 +60,17 @@
 //!   out closed before the request could reach the upstream, an idempotent request is resent
 //!   on a fresh connection as the *same* attempt (Pingora's own rule), not counted as a
 //!   retry.
-//! - **Malformed requests** (bad framing, oversized heads) are rejected by Pingora's HTTP/1
-//!   parser before any filter runs: the client gets Pingora's plain 400 without
-//!   `x-weir-reason`, and the request does not reach weir's metrics or access log.
+//! - **Malformed requests** (bad framing, smuggling attempts, unparsable heads) are rejected
+//!   by Pingora's HTTP/1 parser before any filter runs: the client gets Pingora's plain 400
+//!   without `x-weir-reason`, and the request does not reach weir's metrics or access log.
+//!   The size limits are weir's: a parsed head over `server.max_header_bytes` is answered
+//!   431 `headers_too_large`, a request line over 8 KiB 414 `uri_too_long`
+//!   (`Engine::reject_malformed`, counted under route `-`).
+//! - **Connection limits and timers of the client side.** `server.header_timeout` and
+//!   `server.max_connections` are not enforced by this frontend: Pingora reads a request head
+//!   under its own 60 s timeout and has no accept limit. `server.idle_timeout` bounds
+//!   kept-alive client connections (set per request by [`WeirProxy`], whole seconds) and
+//!   pooled upstream connections.
 //! - **Shutdown.** Pingora's SIGINT is a fast exit and its SIGTERM sleeps a fixed grace
 //!   period. The binary maps both signals to a graceful stop (listeners close at once) and
 //!   exits 0 as soon as in-flight requests are done, at most `drain_timeout` later

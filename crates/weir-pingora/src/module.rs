@@ -186,6 +186,15 @@ impl Weir {
         ctx: &mut WeirCtx,
     ) -> pingora::Result<bool> {
         ctx._inflight = Some(self.inflight.enter());
+        if let Some((status, reason)) = self.head_limits(session.req_header()) {
+            // An HTTP-layer limit: the request is not understood, so no Flow (CONTRACT §3).
+            session.set_keepalive(None);
+            let id = session.req_header().headers.get("x-request-id");
+            let id = id.and_then(|v| v.to_str().ok());
+            let resp = self.engine.reject_malformed(status, reason, id);
+            write_gateway_response(session, &resp).await?;
+            return Ok(true);
+        }
         let mut flow = {
             let req = session.req_header();
             let headers = ReqHeaders(req);
@@ -208,6 +217,24 @@ impl Weir {
                 Ok(true)
             }
         }
+    }
+
+    /// `server.max_header_bytes` (431) and the 8 KiB request-line limit (414). Pingora's
+    /// parser has its own, larger bound, so weir checks the parsed head against the config.
+    /// The size counts the request line and each header line as sent (`name: value\r\n`).
+    fn head_limits(&self, req: &RequestHeader) -> Option<(u16, &'static str)> {
+        const MAX_REQUEST_LINE: usize = 8 * 1024;
+        let line = req.method.as_str().len() + 1 + req.raw_path().len() + " HTTP/1.1\r\n".len();
+        if line > MAX_REQUEST_LINE {
+            return Some((414, "uri_too_long"));
+        }
+        let headers: usize = req
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum();
+        (line + headers + 2 > self.engine.server().max_header_bytes)
+            .then_some((431, "headers_too_large"))
     }
 
     /// `ProxyHttp::upstream_peer`: waits out the backoff the engine chose for a retry, then

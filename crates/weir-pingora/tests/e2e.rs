@@ -72,6 +72,28 @@ fn no_route_is_404() {
 }
 
 #[test]
+fn oversized_heads_are_431_and_414() {
+    let s = setup();
+    let big = "a".repeat(17 * 1024);
+    let r = request(s.gw.listen, "GET", "/ok", &[("x-big", &big)], b"");
+    assert_gateway_made(&r, 431, "headers_too_large");
+    let r = request(
+        s.gw.listen,
+        "GET",
+        &format!("/ok?{}", "q".repeat(9 * 1024)),
+        &[],
+        b"",
+    );
+    assert_gateway_made(&r, 414, "uri_too_long");
+    assert_eq!(s.blue.stats().total, 0);
+    let m = s.gw.admin_req("GET", "/metrics").text();
+    assert!(
+        m.contains("weir_requests_total{route=\"-\",outcome=\"headers_too_large\"} 1"),
+        "{m}"
+    );
+}
+
+#[test]
 fn proxied_response_is_unchanged_with_weir_headers() {
     let s = setup();
     let r = request(
@@ -175,6 +197,40 @@ fn post_orders_is_not_retried() {
     );
     assert_gateway_made(&r, 502, "upstream_unavailable");
     assert_eq!(attempts() - before, 2.0, "max_attempts = 2");
+}
+
+#[test]
+fn dead_upstream_gets_the_fallback_then_the_breaker_opens() {
+    let Setup {
+        blue,
+        green: _green,
+        gw,
+    } = setup();
+    blue.stop(); // connection refused from now on
+    let r = gw.get("/flaky");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text(), "{\"degraded\":true}");
+    assert_eq!(
+        r.header("x-weir-degraded"),
+        Some("upstream_unavailable"),
+        "{r:?}"
+    );
+    // Three connect failures per request; the breaker opens after five in a row.
+    let mut reasons = Vec::new();
+    for _ in 0..3 {
+        let r = gw.get("/flaky");
+        assert_eq!(r.status, 200, "{r:?}");
+        reasons.push(r.header("x-weir-degraded").unwrap_or_default().to_owned());
+    }
+    assert_eq!(
+        reasons.last().map(String::as_str),
+        Some("circuit_open"),
+        "{reasons:?}"
+    );
+    let b = gw.admin_req("GET", "/admin/breakers").text();
+    assert!(b.contains("\"open\""), "{b}");
+    let m = gw.admin_req("GET", "/metrics").text();
+    assert!(m.contains("weir_breaker_state{route=\"flaky\"} 1"), "{m}");
 }
 
 #[test]
