@@ -1,5 +1,6 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
+use crate::setup::ensure_apt;
 use crate::{Result, cargo, root, run, setup, step};
 use std::process::Command;
 
@@ -63,6 +64,8 @@ fn fmt() -> Result {
 }
 
 fn unit() -> Result {
+    // pingora-core builds zlib-ng through cmake (weir-pingora).
+    ensure_apt(&[("cmake", "cmake")])?;
     run(cargo().args(["test", "--workspace", "--all-targets"]))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
 }
