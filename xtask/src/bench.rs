@@ -2,7 +2,7 @@
 //!
 //! Runs the criterion suites of `bench/` (a quick profile unless `--full`), then prints
 //! one table: every benchmark's median, its ratio to the first row of its group (the
-//! groups put the physical floor or the peer first), and — with `--baseline NAME` — the
+//! row named `floor_*`: the CAS loop, or `Instant::now()` in the clock group), and — with `--baseline NAME` — the
 //! change against that saved baseline, flagging regressions beyond the noise threshold.
 //!
 //! Baselines are criterion's own (`target/criterion/<group>/<bench>/<NAME>/`): save one
@@ -103,7 +103,13 @@ fn collect(dir: &Path, current: &str, baseline: Option<&str>) -> Vec<Row> {
         }
         let mut benches = Vec::new();
         walk(&g, &mut benches);
-        benches.sort();
+        // The floor row (`floor_*`) first, so the ratio column reads "× the floor"; the
+        // rest by name.
+        benches.sort_by_key(|b| {
+            let name = b.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            (!name.starts_with("floor"), name)
+        });
         for b in benches {
             let Some(ns) = median(&b.join(current).join("estimates.json")) else {
                 continue;
