@@ -45,6 +45,24 @@ fn breaker(c: &mut Criterion) {
             }
         })
     });
+    // With the failure-rate rule on as well (a count window of 20), closer to failsafe's
+    // default policy (success rate over a time window, or consecutive failures).
+    let rate = BreakerConfig {
+        failure_rate_ppm: Some(500_000),
+        ..BreakerConfig::default()
+    };
+    let shared_rate = SharedBreaker::new(rate, 7).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_shared_rate_window_allow_success", |b| {
+        b.iter(|| {
+            now += 1_000;
+            let t = Nanos(black_box(now));
+            match shared_rate.allow(t) {
+                Ok(adm) => black_box(shared_rate.record_success(adm.ticket, t, Nanos(500))),
+                Err(r) => black_box(r.transition),
+            }
+        })
+    });
     let mut single = Breaker::new(BreakerConfig::default(), SplitMix64::new(7)).expect("valid");
     let mut now = 0u64;
     g.bench_function("weir_single_allow_success", |b| {

@@ -36,7 +36,7 @@ impl Divider {
             // d > 2^63: every numerator below 2^63 divides to 0.
             return Divider { d, m: 0, l: 0 };
         }
-        let m = ((1u128 << (63 + l)) + d as u128 - 1) / d as u128;
+        let m = (1u128 << (63 + l)).div_ceil(d as u128);
         Divider { d, m: m as u64, l }
     }
 

@@ -10,10 +10,10 @@
 //! the un-jittered delay `d(n) = min(max, base × multiplier^(n-1))`. The multiplier is a
 //! fixed-point number in thousandths (`2000` = ×2, `1500` = ×1.5), validated to
 //! `1000..=1_000_000`. Then:
-//! - [`Jitter::None`]: `d`;
-//! - [`Jitter::Full`]: uniform in `[0, d]`;
-//! - [`Jitter::Equal`]: `⌊d/2⌋ + uniform[0, ⌈d/2⌉]`, i.e. in `[⌊d/2⌋, d]`;
-//! - [`Jitter::Decorrelated`]: `min(max, uniform[base, max(base, 3 × prev)])` where `prev` is
+//! - [`Jitter::None`] gives `d`;
+//! - [`Jitter::Full`] gives uniform in `[0, d]`;
+//! - [`Jitter::Equal`] gives `⌊d/2⌋ + uniform[0, ⌈d/2⌉]`, i.e. in `[⌊d/2⌋, d]`;
+//! - [`Jitter::Decorrelated`] gives `min(max, uniform[base, max(base, 3 × prev)])` where `prev` is
 //!   the previous delay. It needs state: use [`BackoffSequence`] (or
 //!   [`Backoff::delay_after`]). The stateless [`Backoff::delay`] uses `prev = d(n-1)` (and
 //!   `prev = base` for attempt 1, as in the AWS formulation); decorrelated jitter ignores

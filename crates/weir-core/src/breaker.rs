@@ -248,15 +248,15 @@ impl BreakerConfig {
             }
         }
         let rate_ok = |r: u32| r != 0 && u64::from(r) <= PPM;
-        if let Some(r) = self.failure_rate_ppm {
-            if !rate_ok(r) {
-                return Err(ConfigError::OutOfRange("failure_rate"));
-            }
+        if let Some(r) = self.failure_rate_ppm
+            && !rate_ok(r)
+        {
+            return Err(ConfigError::OutOfRange("failure_rate"));
         }
-        if let Some(s) = self.slow_call {
-            if !rate_ok(s.rate_ppm) {
-                return Err(ConfigError::OutOfRange("slow_call_rate"));
-            }
+        if let Some(s) = self.slow_call
+            && !rate_ok(s.rate_ppm)
+        {
+            return Err(ConfigError::OutOfRange("slow_call_rate"));
         }
         if self.uses_window() {
             if self.window == 0 {
@@ -310,6 +310,14 @@ impl BreakerConfig {
         let slows = u64::from(((w >> W_SLOW_SHIFT) & W_BITS).count_ones());
         matches!(self.failure_rate_ppm, Some(r) if fails * PPM >= u64::from(r) * calls)
             || matches!(self.slow_call, Some(s) if slows * PPM >= u64::from(s.rate_ppm) * calls)
+    }
+
+    /// Can pushing a *success* (slow or not) onto `prior` make a rate rule trip? Only if the
+    /// window had fewer than `min_calls` calls (then `prior` was never evaluated) or the call
+    /// is slow: otherwise neither fraction can grow, and `prior` did not trip.
+    #[inline]
+    fn success_may_trip(&self, prior: u64, slow: bool) -> bool {
+        slow || (prior >> W_COUNT_SHIFT) < u64::from(self.min_calls)
     }
 
     #[inline]
@@ -803,7 +811,7 @@ impl SharedBreaker {
     }
 
     /// May a call go ahead now?
-    #[inline]
+    #[inline(always)]
     pub fn allow(&self, now: Nanos) -> Admission {
         let s = self.state.load(Ordering::Acquire);
         if s & (ST_MASK | TRANSIT | RAMPING) == 0 {
@@ -901,15 +909,15 @@ impl SharedBreaker {
     }
 
     /// Loads the state word if it is `state`, not in transit, and in `epoch`.
-    #[inline]
+    #[inline(always)]
     fn current(&self, state: BreakerState, epoch: u32) -> Option<u64> {
         let s = self.state.load(Ordering::Acquire);
         (s & TRANSIT == 0 && w_state(s) == state && w_epoch(s) == epoch).then_some(s)
     }
 
-    #[inline]
-    fn push_window(&self, failed: bool, duration: Nanos) -> u64 {
-        let slow = self.cfg.is_slow(duration);
+    /// Pushes one outcome; returns the window before and after.
+    #[inline(always)]
+    fn push_window(&self, failed: bool, slow: bool) -> (u64, u64) {
         let mut cur = self.window.load(Ordering::Relaxed);
         loop {
             let next = self.cfg.push(cur, failed, slow);
@@ -917,13 +925,14 @@ impl SharedBreaker {
                 .window
                 .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => return next,
+                Ok(_) => return (cur, next),
                 Err(v) => cur = v,
             }
         }
     }
 
     /// Trips from CLOSED (epoch `epoch`) unless it already left that epoch.
+    #[cold]
     fn trip(&self, now: Nanos, epoch: u32) -> Option<Transition> {
         loop {
             let s = self.current(BreakerState::Closed, epoch)?;
@@ -939,33 +948,39 @@ impl SharedBreaker {
     }
 
     /// Records a successful call of `duration`.
-    #[inline]
+    #[inline(always)]
     pub fn record_success(&self, t: Ticket, now: Nanos, duration: Nanos) -> Option<Transition> {
         if t.probe {
             return self.probe_success(t.epoch, now);
         }
         let s = self.current(BreakerState::Closed, t.epoch)?;
         if s & CONSEC_FIELD != 0 {
-            let mut cur = s;
-            loop {
-                match self.state.compare_exchange_weak(
-                    cur,
-                    cur & !CONSEC_FIELD,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(_) => match self.current(BreakerState::Closed, t.epoch) {
-                        Some(v) => cur = v,
-                        None => return None,
-                    },
-                }
+            self.reset_streak(s, t.epoch)?;
+        }
+        if self.cfg.uses_window() {
+            let slow = self.cfg.is_slow(duration);
+            let (prior, next) = self.push_window(false, slow);
+            if self.cfg.success_may_trip(prior, slow) && self.cfg.window_trips(next) {
+                return self.trip(now, t.epoch);
             }
         }
-        if self.cfg.uses_window() && self.cfg.window_trips(self.push_window(false, duration)) {
-            return self.trip(now, t.epoch);
-        }
         None
+    }
+
+    /// Clears the failure streak of CLOSED epoch `epoch`; `None` if it left that epoch.
+    #[cold]
+    fn reset_streak(&self, mut cur: u64, epoch: u32) -> Option<()> {
+        loop {
+            match self.state.compare_exchange_weak(
+                cur,
+                cur & !CONSEC_FIELD,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(()),
+                Err(_) => cur = self.current(BreakerState::Closed, epoch)?,
+            }
+        }
     }
 
     #[cold]
@@ -1010,8 +1025,10 @@ impl SharedBreaker {
             }
         }
         self.current(BreakerState::Closed, t.epoch)?;
-        let window_trips =
-            self.cfg.uses_window() && self.cfg.window_trips(self.push_window(true, duration));
+        let window_trips = self.cfg.uses_window()
+            && self
+                .cfg
+                .window_trips(self.push_window(true, self.cfg.is_slow(duration)).1);
         loop {
             let s = self.current(BreakerState::Closed, t.epoch)?;
             let consec = (w_consec(s) + 1).min(CONSECUTIVE_MAX);
@@ -1171,7 +1188,7 @@ mod tests {
             ..BreakerConfig::default()
         };
         let mut b = Breaker::new(cfg, SplitMix64::new(0)).unwrap();
-        let mut outcome = |b: &mut Breaker, failed: bool, dur: u64| {
+        let outcome = |b: &mut Breaker, failed: bool, dur: u64| {
             let t = b.allow(Nanos(0)).unwrap().ticket;
             b.record(t, Nanos(0), Nanos(dur), failed)
         };

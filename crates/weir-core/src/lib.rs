@@ -16,6 +16,20 @@
 //! is documented on the item (always in the conservative direction: never admit more than
 //! the exact model).
 //!
+//! ## Rate limiters
+//! | primitive | single-owner | shared (lock-free) | exactness |
+//! |---|---|---|---|
+//! | GCRA token bucket | [`TokenBucket`] | [`SharedTokenBucket`] | exact rational rate, no horizon single-owner; shared exact within [`TokenBucketConfig::horizon`] |
+//! | nginx `limit_req` leaky bucket | [`LeakyBucket`] | [`SharedLeakyBucket`] | exact ns (nginx rounds to ms) |
+//! | fixed window | [`FixedWindow`] | [`SharedFixedWindow`] | exact within 2^31+ windows between calls |
+//! | sliding-window counter | [`SlidingWindow`] | [`SharedSlidingWindow`] | conservative rounding of the weighted estimate |
+//! | sliding log | [`SlidingLog`] | — | exact, `N` entries inline |
+//! | bounded keyed state | [`KeyedLimiter`] (any [`Algorithm`]) | [`KeyedTokenBuckets`] (16 B/key) | evicts only fresh-equivalent state; overflow limiter |
+//!
+//! All answer a [`Decision`] (verdict, `remaining`, `retry_after`, `reset_after`) and
+//! implement [`RateLimiter`] or [`SharedRateLimiter`]; bad parameters are a
+//! [`ConfigError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
+//!
 //! ## Targets without 64-bit atomics
 //! Shared forms use 64-bit atomics. On targets that lack them (e.g. `thumbv7em-none-eabihf`)
 //! enable the `fallback` feature: portable-atomic then implements them with a global
@@ -39,14 +53,18 @@ pub mod breaker;
 pub mod deadline;
 pub mod decision;
 pub mod error;
+pub mod keyed;
+pub mod leaky_bucket;
 pub mod limiter;
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;
 pub mod rng;
 pub mod semaphore;
+pub mod sliding_log;
 pub mod time;
 pub mod token_bucket;
+pub mod window;
 
 pub use backoff::{Backoff, BackoffSequence, Jitter};
 pub use breaker::{
@@ -56,11 +74,18 @@ pub use breaker::{
 pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
+pub use keyed::{KeyedDecision, KeyedLimiter, KeyedTokenBuckets, Slot};
+pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};
+pub use sliding_log::{SlidingLog, SlidingLogConfig};
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
 pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use window::{
+    FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
+    SlidingWindowConfig,
+};

@@ -162,7 +162,7 @@ impl TokenBucketConfig {
     }
 
     #[inline]
-    const fn check(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+    pub(crate) const fn check(&self, cost: u64) -> Result<(), InsufficientCapacity> {
         if cost > self.burst {
             Err(InsufficientCapacity {
                 cost,
@@ -183,8 +183,37 @@ impl TokenBucketConfig {
         (q, Nanos(self.k.div_ceil(units)))
     }
 
+    /// `remaining` and `reset_after` counted against a smaller `window ≤ W` (the leaky
+    /// bucket's no-delay threshold).
+    pub(crate) fn levels_against(&self, ahead: u128, window: u64) -> (u64, Nanos) {
+        if ahead == 0 {
+            return (self.t.div(window), Nanos::ZERO);
+        }
+        let t = self.t.divisor();
+        if ahead <= window as u128 {
+            let slack = window - ahead as u64;
+            let q = self.t.div(slack);
+            (q, Nanos(self.k.div_ceil(t - (slack - q * t))))
+        } else {
+            (
+                0,
+                Nanos(self.k.div_ceil_wide(ahead - window as u128 + t as u128)),
+            )
+        }
+    }
+
+    /// Units in `W` (`burst · T`).
+    pub(crate) const fn window_units(&self) -> u64 {
+        self.w
+    }
+
+    /// `⌈units / k⌉` ns.
+    pub(crate) const fn units_to_ns_ceil(&self, units: u64) -> Nanos {
+        Nanos(self.k.div_ceil(units))
+    }
+
     /// `remaining` and `reset_after` when the TAT is `ahead` units after now.
-    fn levels(&self, ahead: u128) -> (u64, Nanos) {
+    pub(crate) fn levels(&self, ahead: u128) -> (u64, Nanos) {
         if ahead == 0 {
             return (self.burst, Nanos::ZERO);
         }
@@ -199,7 +228,7 @@ impl TokenBucketConfig {
     /// The pure GCRA step: the new `ahead` when `cost` (already checked) fits, `None` when
     /// it does not. Kept minimal: it sits between the load and the CAS of the shared form.
     #[inline(always)]
-    fn fits(&self, ahead: u128, cost: u64) -> Option<u64> {
+    pub(crate) fn fits(&self, ahead: u128, cost: u64) -> Option<u64> {
         let inc = cost * self.t.divisor(); // ≤ w, cost ≤ burst
         if ahead <= (self.w - inc) as u128 {
             Some(ahead as u64 + inc)
@@ -210,7 +239,7 @@ impl TokenBucketConfig {
 
     /// The decision after admitting, from the new `ahead`.
     #[inline(always)]
-    fn admitted(&self, new_ahead: u64, cost: u64) -> Decision {
+    pub(crate) fn admitted(&self, new_ahead: u64, cost: u64) -> Decision {
         let (remaining, reset_after) = if new_ahead == cost * self.t.divisor() {
             // From a full bucket (or a cost-0 query on one): no division needed.
             if new_ahead == 0 {
@@ -232,7 +261,7 @@ impl TokenBucketConfig {
     /// The decision when `cost` does not fit at `ahead`.
     #[cold]
     #[inline(never)]
-    fn rejected(&self, ahead: u128, cost: u64) -> Decision {
+    pub(crate) fn rejected(&self, ahead: u128, cost: u64) -> Decision {
         let (remaining, reset_after) = self.levels(ahead);
         let inc = cost * self.t.divisor();
         let retry = self.k.div_ceil_wide(ahead + inc as u128 - self.w as u128);
@@ -255,26 +284,26 @@ impl TokenBucketConfig {
 
     /// `now` in units, exact.
     #[inline]
-    fn now_units(&self, now: Nanos) -> u128 {
+    pub(crate) fn now_units(&self, now: Nanos) -> u128 {
         now.0 as u128 * self.k.divisor() as u128
     }
 
     /// `now` in units modulo 2^64 (shared form).
     #[inline]
-    fn now_units_wrapping(&self, now: Nanos) -> u64 {
+    pub(crate) fn now_units_wrapping(&self, now: Nanos) -> u64 {
         now.0.wrapping_mul(self.k.divisor())
     }
 
     /// Units the TAT `s` (mod 2^64) is ahead of `now_u` (mod 2^64), serial-number style.
     #[inline]
-    const fn wrapping_ahead(s: u64, now_u: u64) -> u64 {
+    pub(crate) const fn wrapping_ahead(s: u64, now_u: u64) -> u64 {
         let d = s.wrapping_sub(now_u);
         if d < HALF { d } else { 0 }
     }
 
     /// Carries `ahead` (units of `self`) into `new`: the tokens in use carry over (rounded
     /// up, so never more capacity than before), capped at an empty new bucket.
-    fn carry(&self, ahead: u128, new: &TokenBucketConfig) -> u64 {
+    pub(crate) fn carry(&self, ahead: u128, new: &TokenBucketConfig) -> u64 {
         let a = if ahead > self.w as u128 {
             self.w
         } else {

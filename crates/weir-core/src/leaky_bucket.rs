@@ -1,0 +1,363 @@
+//! Leaky bucket with nginx `limit_req` semantics, in exact integer nanoseconds.
+//!
+//! # Why
+//! A token bucket with a large burst lets thousands of requests through in a millisecond
+//! (seed 004). nginx's `limit_req` *shapes* instead: requests above the rate are queued
+//! (delayed) up to `burst`, the first `delay` of them pass at once, and only beyond `burst`
+//! are they rejected. Users know these knobs, so we reproduce them exactly.
+//!
+//! # The nginx algorithm
+//! nginx keeps, per key, `excess` (in milli-requests) and `last` (ms). For a request at `now`:
+//! `excess = max(0, excess − rate·(now − last)/1000 + 1000)`; if `excess > burst` the request is
+//! rejected and nothing changes; otherwise `last = now`, the new excess is stored, and the
+//! request passes at once when `nodelay` or `excess ≤ delay`, else after
+//! `(excess − delay) / rate`. Note that the clamp comes *after* adding the request: a request
+//! after an idle period leaves `excess = 0`, so `burst = 0` still admits one request per
+//! emission interval `T = per / rate`.
+//!
+//! # What we change, and why
+//! * nginx counts whole milliseconds and rate in milli-requests per second, so it rounds
+//!   (at 3 r/s every leak is off by up to 1/3 of a request per call). We keep excess in exact
+//!   units of `1/k` ns (`k = rate / gcd(per, rate)`, `T = per / gcd` units), so there is no
+//!   rounding in admission; delays and `retry_after` round **up** to whole ns.
+//! * State: `excess` and `last` are folded into one number, `V = last + excess + T` — the
+//!   instant at which the *next* request would find `excess = 0`. Then the next request
+//!   sees `excess' = max(V − now, 0)`, exactly nginx's value, and passing sets
+//!   `V = now + excess' + T`. So the leaky bucket is a GCRA on `V` with capacity `burst + 1`
+//!   plus a delay threshold; we reuse the token bucket's exact arithmetic, and the shared
+//!   form is again one `AtomicU64` with the same serial-number horizon
+//!   ([`crate::TokenBucketConfig::horizon`], computed here for capacity `burst + 1`).
+//! * Clock going backwards: nginx treats `now < last` as "no time passed" (and, oddly, a
+//!   rewind of more than 60 s as 1 ms). We evaluate at the given instant, which sees *more*
+//!   excess than "no time passed" — never less — without storing `last`.
+//! * Cost `n > 1` is `n` requests arriving at the same instant: the excess after them is
+//!   `max(V − now, 0) + (n − 1)·T`; the largest cost ever admissible is `burst + 1`.
+//!
+//! # Decisions
+//! [`Verdict::Admit`] (pass now), [`Verdict::Delay`]`(d)` (pass after `d`; the capacity is
+//! already taken, the caller holds the request), or [`Verdict::Reject`] with `retry_after`
+//! = time until this cost would be accepted (possibly with a delay). `remaining` counts
+//! requests that would pass *without delay* right after; `reset_after` is the time until
+//! that grows by one (zero when idle).
+//!
+//! ```
+//! use weir_core::{LeakyBucket, Nanos, Verdict};
+//! // 2 r/s, burst 2, delay 1: the 1st passes, the 2nd passes (≤ delay), the 3rd waits.
+//! let mut lb = LeakyBucket::new(2, Nanos::from_secs(1), 2, 1, false).unwrap();
+//! assert_eq!(lb.acquire(Nanos::ZERO, 1).unwrap().verdict, Verdict::Admit);
+//! assert_eq!(lb.acquire(Nanos::ZERO, 1).unwrap().verdict, Verdict::Admit);
+//! assert_eq!(lb.acquire(Nanos::ZERO, 1).unwrap().verdict, Verdict::Delay(Nanos::from_millis(500)));
+//! assert_eq!(lb.acquire(Nanos::ZERO, 1).unwrap().verdict, Verdict::Reject);
+//! ```
+
+use crate::decision::{Decision, InsufficientCapacity, Verdict};
+use crate::error::ConfigError;
+use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
+use crate::sync::{AtomicU64, Ordering};
+use crate::time::Nanos;
+use crate::token_bucket::TokenBucketConfig;
+
+/// Validated leaky-bucket parameters (nginx `limit_req`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeakyBucketConfig {
+    /// GCRA on `V` with capacity `burst + 1`.
+    gcra: TokenBucketConfig,
+    burst: u64,
+    delay: u64,
+    nodelay: bool,
+    /// `(min(delay, burst) + 1) · T` units (or `(burst + 1) · T` with `nodelay`): a request
+    /// whose `excess + T` is at most this passes without delay.
+    undelayed: u64,
+}
+
+/// The leaky-bucket state: `V = last + excess + T` in units of `1/k` ns (exact).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeakyBucketState(pub u128);
+
+impl LeakyBucketConfig {
+    /// `rate` requests per `per`; `burst` excess requests accepted (queued); the first `delay`
+    /// of them pass without delay; `nodelay` passes every accepted request at once.
+    /// `rate` and `per` must be non-zero (`burst = 0` is nginx's default and valid).
+    pub fn new(
+        rate: u64,
+        per: Nanos,
+        burst: u64,
+        delay: u64,
+        nodelay: bool,
+    ) -> Result<Self, ConfigError> {
+        let cap = burst.checked_add(1).ok_or(ConfigError::TooLarge("burst"))?;
+        let gcra = TokenBucketConfig::new(rate, per, cap)?;
+        let t = gcra.units_per_token();
+        let free = if nodelay { burst } else { delay.min(burst) };
+        Ok(LeakyBucketConfig {
+            gcra,
+            burst,
+            delay,
+            nodelay,
+            undelayed: (free + 1) * t, // ≤ W
+        })
+    }
+    /// Requests per [`LeakyBucketConfig::per`].
+    pub fn rate(&self) -> u64 {
+        self.gcra.rate()
+    }
+    /// The period of the rate.
+    pub fn per(&self) -> Nanos {
+        self.gcra.per()
+    }
+    /// Excess requests accepted.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+    /// Excess requests passed without delay.
+    pub fn delay(&self) -> u64 {
+        self.delay
+    }
+    /// Whether every accepted request passes at once.
+    pub fn nodelay(&self) -> bool {
+        self.nodelay
+    }
+    /// The exactness horizon of the shared form (see the module docs).
+    pub fn horizon(&self) -> Nanos {
+        self.gcra.horizon()
+    }
+
+    /// The decision for an accepted request; `new` = new `V − now` in units.
+    #[inline]
+    fn passed(&self, new: u64, cost: u64) -> Decision {
+        let g = &self.gcra;
+        let (remaining, reset_after) = g.levels_against(new as u128, self.undelayed);
+        let verdict = if cost == 0 || new <= self.undelayed {
+            Verdict::Admit
+        } else {
+            Verdict::Delay(g.units_to_ns_ceil(new - self.undelayed))
+        };
+        Decision {
+            verdict,
+            remaining,
+            retry_after: Nanos::ZERO,
+            reset_after,
+        }
+    }
+
+    #[cold]
+    fn refused(&self, b: u128, cost: u64) -> Decision {
+        let mut d = self.gcra.rejected(b, cost);
+        (d.remaining, d.reset_after) = self.gcra.levels_against(b, self.undelayed);
+        d
+    }
+
+    #[inline]
+    fn step(&self, b: u128, cost: u64) -> (Decision, Option<u64>) {
+        match self.gcra.fits(b, cost) {
+            Some(new) => (self.passed(new, cost), (cost != 0).then_some(new)),
+            None => (self.refused(b, cost), None),
+        }
+    }
+}
+
+impl Algorithm for LeakyBucketConfig {
+    type State = LeakyBucketState;
+
+    fn fresh_state(&self) -> LeakyBucketState {
+        LeakyBucketState(0)
+    }
+
+    fn acquire_state(
+        &self,
+        state: &mut LeakyBucketState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        self.gcra.check(cost)?;
+        let now_u = self.gcra.now_units(now);
+        let (d, new) = self.step(state.0.saturating_sub(now_u), cost);
+        if let Some(a) = new {
+            state.0 = now_u + a as u128;
+        }
+        Ok(d)
+    }
+
+    fn peek_state(
+        &self,
+        state: &LeakyBucketState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        self.gcra.check(cost)?;
+        let now_u = self.gcra.now_units(now);
+        Ok(self.step(state.0.saturating_sub(now_u), cost).0)
+    }
+
+    fn is_fresh_state(&self, state: &LeakyBucketState, now: Nanos) -> bool {
+        state.0 <= self.gcra.now_units(now)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.burst + 1
+    }
+}
+
+/// A single-owner leaky bucket (`&mut self`); see the [module docs](self).
+pub type LeakyBucket = Limiter<LeakyBucketConfig>;
+
+impl Limiter<LeakyBucketConfig> {
+    /// An idle leaky bucket; parameters as in [`LeakyBucketConfig::new`].
+    pub fn new(
+        rate: u64,
+        per: Nanos,
+        burst: u64,
+        delay: u64,
+        nodelay: bool,
+    ) -> Result<Self, ConfigError> {
+        Ok(Limiter::from_algorithm(LeakyBucketConfig::new(
+            rate, per, burst, delay, nodelay,
+        )?))
+    }
+}
+
+/// A lock-free leaky bucket shared between threads: one `AtomicU64` holding `V mod 2^64`.
+#[derive(Debug)]
+pub struct SharedLeakyBucket {
+    config: LeakyBucketConfig,
+    v: AtomicU64,
+}
+
+impl SharedLeakyBucket {
+    /// An idle bucket; parameters as in [`LeakyBucketConfig::new`].
+    pub fn new(
+        rate: u64,
+        per: Nanos,
+        burst: u64,
+        delay: u64,
+        nodelay: bool,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self::from_config(LeakyBucketConfig::new(
+            rate, per, burst, delay, nodelay,
+        )?))
+    }
+    /// An idle bucket with the given parameters.
+    pub fn from_config(config: LeakyBucketConfig) -> Self {
+        SharedLeakyBucket {
+            config,
+            v: AtomicU64::new(0),
+        }
+    }
+    /// The parameters.
+    pub fn config(&self) -> &LeakyBucketConfig {
+        &self.config
+    }
+    /// Makes the bucket idle at `now`.
+    pub fn reset(&self, now: Nanos) {
+        self.v
+            .store(self.config.gcra.now_units_wrapping(now), Ordering::Relaxed);
+    }
+
+    /// Decides on `cost` requests at `now`; records them when accepted.
+    pub fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        let c = &self.config;
+        c.gcra.check(cost)?;
+        let now_u = c.gcra.now_units_wrapping(now);
+        let mut s = self.v.load(Ordering::Relaxed);
+        loop {
+            let b = TokenBucketConfig::wrapping_ahead(s, now_u);
+            match c.step(b as u128, cost) {
+                (d, Some(a)) => {
+                    match self.v.compare_exchange_weak(
+                        s,
+                        now_u.wrapping_add(a),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return Ok(d),
+                        Err(cur) => s = cur,
+                    }
+                }
+                (d, None) => return Ok(d),
+            }
+        }
+    }
+
+    /// The decision [`SharedLeakyBucket::acquire`] would return, recording nothing.
+    pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        let c = &self.config;
+        c.gcra.check(cost)?;
+        let s = self.v.load(Ordering::Relaxed);
+        let b = TokenBucketConfig::wrapping_ahead(s, c.gcra.now_units_wrapping(now));
+        Ok(c.step(b as u128, cost).0)
+    }
+
+    /// True when the bucket is idle at `now`.
+    pub fn is_fresh(&self, now: Nanos) -> bool {
+        let s = self.v.load(Ordering::Relaxed);
+        TokenBucketConfig::wrapping_ahead(s, self.config.gcra.now_units_wrapping(now)) == 0
+    }
+}
+
+impl SharedRateLimiter for SharedLeakyBucket {
+    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        SharedLeakyBucket::acquire(self, now, cost)
+    }
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        SharedLeakyBucket::peek(self, now, cost)
+    }
+    fn is_fresh(&self, now: Nanos) -> bool {
+        SharedLeakyBucket::is_fresh(self, now)
+    }
+    fn capacity(&self) -> u64 {
+        self.config.burst + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn nginx_burst_zero_spaces_requests() {
+        let mut lb = LeakyBucket::new(1, Nanos(S), 0, 0, false).unwrap();
+        assert_eq!(lb.acquire(Nanos(0), 1).unwrap().verdict, Verdict::Admit);
+        let d = lb.acquire(Nanos(S / 2), 1).unwrap();
+        assert_eq!(d.verdict, Verdict::Reject);
+        assert_eq!(d.retry_after, Nanos(S / 2));
+        assert_eq!(lb.acquire(Nanos(S), 1).unwrap().verdict, Verdict::Admit);
+        assert!(lb.acquire(Nanos(S), 2).is_err());
+    }
+
+    #[test]
+    fn delay_and_nodelay() {
+        let mut lb = LeakyBucket::new(10, Nanos(S), 5, 0, false).unwrap();
+        assert_eq!(lb.acquire(Nanos(0), 1).unwrap().verdict, Verdict::Admit);
+        for i in 1..=5 {
+            assert_eq!(
+                lb.acquire(Nanos(0), 1).unwrap().verdict,
+                Verdict::Delay(Nanos(i * S / 10))
+            );
+        }
+        assert_eq!(lb.acquire(Nanos(0), 1).unwrap().verdict, Verdict::Reject);
+        let mut lb = LeakyBucket::new(10, Nanos(S), 5, 0, true).unwrap();
+        assert_eq!(lb.peek(Nanos(0), 0).unwrap().remaining, 6);
+        for _ in 0..6 {
+            assert_eq!(lb.acquire(Nanos(0), 1).unwrap().verdict, Verdict::Admit);
+        }
+        let d = lb.acquire(Nanos(0), 1).unwrap();
+        assert_eq!(d.verdict, Verdict::Reject);
+        assert_eq!(d.retry_after, Nanos(S / 10));
+        assert!(lb.is_fresh(Nanos(S * 6 / 10)));
+        assert!(!lb.is_fresh(Nanos(S * 6 / 10 - 1)));
+    }
+
+    #[test]
+    fn shared_matches_single() {
+        let mut a = LeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
+        let b = SharedLeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
+        let mut now = 0;
+        for i in 0..2000u64 {
+            now += (i * 7919) % (S / 2);
+            let cost = i % 4;
+            assert_eq!(a.acquire(Nanos(now), cost), b.acquire(Nanos(now), cost));
+        }
+        assert!(LeakyBucketConfig::new(1, Nanos(S), u64::MAX, 0, false).is_err());
+    }
+}

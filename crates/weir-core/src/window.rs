@@ -1,0 +1,693 @@
+//! Fixed window and sliding-window counter.
+//!
+//! # Why two (three, with [`crate::sliding_log`])
+//! Windows are what users write in an API contract ("100 requests per minute"), and each
+//! flavour trades memory for error:
+//! * **fixed window** counts admissions per aligned window `[i·W, (i+1)·W)`. One counter,
+//!   but a client can spend `limit` at the end of a window and `limit` again at the start of
+//!   the next: up to `2·limit` in any interval of length `W`.
+//! * **sliding-window counter** (Cloudflare's "weighted two buckets") estimates the count
+//!   over the last `W` as `prev·(W − e)/W + cur`, where `e` is the time elapsed in the current
+//!   window. We round the weighted part **up** (`⌈prev·(W − e)/W⌉`), so we never admit more
+//!   than the real-valued estimate. The estimate itself assumes `prev` was spread evenly; if
+//!   it was concentrated at the end of the previous window the counter can still admit up to
+//!   `limit + prev·e/W < 2·limit` in some interval of length `W`. Use the exact
+//!   [`crate::SlidingLog`] when that matters.
+//!
+//! # State and horizon
+//! Both forms use one packed `u64`: the window index modulo `2^ib` and the count(s), each
+//! count in `cb = bits(limit)` bits (`ib = 64 − cb`, or `64 − 2·cb` for the counter). The
+//! single-owner forms use the same packed word so that shared == single-owner always. The
+//! stored index is compared with the current one serial-number style: a difference of
+//! `0 < d < 2^(ib−1)` windows is "newer"; larger differences are a clock rewind, evaluated
+//! as "no time passed" (the stored window keeps counting, elapsed time is taken as zero:
+//! conservative). So decisions are exact while consecutive calls are less than
+//! `2^(ib−1)` windows apart ([`FixedWindowConfig::horizon`]; 2^31 windows even at the
+//! largest limit 2^32−1 for fixed windows, `2^(63−2·cb)` for the counter: 2^49 windows at
+//! limit 100, 2^15 windows at the largest limit 2^24−1). A state whose counts are all zero
+//! is fresh whatever its index. Beyond the horizon, an idle gap may read as a rewind: the
+//! limiter then under-admits (never over-admits) until the gap reads as newer again.
+//!
+//! # Decisions
+//! `remaining = limit − count` (counter: minus the rounded estimate); `retry_after` for a
+//! rejection = time until this cost fits (fixed: the window end; counter: computed exactly
+//! from the weights, at most two windows); `reset_after` = time until `remaining` grows
+//! (fixed: window end; counter: until the weighted previous count drops by one, or the
+//! current count starts to age out), zero when empty.
+//!
+//! ```
+//! use weir_core::{FixedWindow, Nanos, SlidingWindow};
+//! let mut fw = FixedWindow::new(2, Nanos::from_secs(1)).unwrap();
+//! assert!(fw.acquire(Nanos::from_millis(900), 2).unwrap().is_allowed());
+//! let d = fw.acquire(Nanos::from_millis(950), 1).unwrap();
+//! assert!(!d.is_allowed());
+//! assert_eq!(d.retry_after, Nanos::from_millis(50));
+//! let mut sw = SlidingWindow::new(2, Nanos::from_secs(1)).unwrap();
+//! assert!(sw.acquire(Nanos::from_millis(900), 2).unwrap().is_allowed());
+//! // At 1.5 s, half of the previous window still counts: ⌈2 · 0.5⌉ = 1 → 1 left.
+//! assert_eq!(sw.peek(Nanos::from_millis(1500), 0).unwrap().remaining, 1);
+//! ```
+
+use crate::arith::Divider;
+use crate::decision::{Decision, InsufficientCapacity, Verdict};
+use crate::error::ConfigError;
+use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
+use crate::sync::{AtomicU64, Ordering};
+use crate::time::Nanos;
+
+/// Where the current window stands relative to the stored one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rel {
+    /// The same window.
+    Same,
+    /// The next window.
+    Next,
+    /// Two or more windows later (all counts expired).
+    Later,
+    /// The stored window is ahead (clock rewind): evaluate in the stored window at its start.
+    Rewind,
+}
+
+/// Packing of window index and counts in one `u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Packing {
+    /// Bits per count.
+    cb: u32,
+    /// Number of counts packed (1 or 2).
+    counts: u32,
+}
+
+impl Packing {
+    const fn ib(self) -> u32 {
+        64 - self.cb * self.counts
+    }
+    const fn idx_mask(self) -> u64 {
+        if self.ib() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.ib()) - 1
+        }
+    }
+    const fn cmask(self) -> u64 {
+        (1u64 << self.cb) - 1
+    }
+    const fn idx(self, w: u64) -> u64 {
+        w >> (self.cb * self.counts)
+    }
+    const fn c0(self, w: u64) -> u64 {
+        w & self.cmask()
+    }
+    const fn c1(self, w: u64) -> u64 {
+        (w >> self.cb) & self.cmask()
+    }
+    const fn pack(self, idx: u64, c0: u64, c1: u64) -> u64 {
+        ((idx & self.idx_mask()) << (self.cb * self.counts)) | (c1 << self.cb) | c0
+    }
+    /// Relation of the current index `now_idx` to the stored one.
+    const fn rel(self, stored: u64, now_idx: u64) -> Rel {
+        let d = now_idx.wrapping_sub(stored) & self.idx_mask();
+        let half = 1u64 << (self.ib() - 1);
+        if d == 0 {
+            Rel::Same
+        } else if d == 1 {
+            Rel::Next
+        } else if d < half {
+            Rel::Later
+        } else {
+            Rel::Rewind
+        }
+    }
+    /// The full index of the stored window when it is ahead of `now_idx` (rewind).
+    const fn ahead_index(self, stored: u64, now_idx: u64) -> u64 {
+        let d = stored.wrapping_sub(now_idx) & self.idx_mask();
+        now_idx.saturating_add(d)
+    }
+}
+
+const fn bits(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// Shared validation for both windows.
+const fn check_window(limit: u64, window: Nanos, max_limit: u64) -> Result<(), ConfigError> {
+    if limit == 0 {
+        return Err(ConfigError::Zero("limit"));
+    }
+    if window.0 == 0 {
+        return Err(ConfigError::Zero("window"));
+    }
+    if limit > max_limit {
+        return Err(ConfigError::TooLarge("limit"));
+    }
+    Ok(())
+}
+
+const fn capacity_check(limit: u64, cost: u64) -> Result<(), InsufficientCapacity> {
+    if cost > limit {
+        Err(InsufficientCapacity {
+            cost,
+            capacity: limit,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// `(i + 1)·W − now`, saturating: time until the end of window `i`.
+const fn until_end(i: u64, window: u64, now: u64) -> u64 {
+    let end = (i as u128 + 1) * window as u128;
+    let d = end.saturating_sub(now as u128);
+    if d > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        d as u64
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixed window
+
+/// Largest fixed-window limit.
+pub const MAX_FIXED_LIMIT: u64 = u32::MAX as u64;
+
+/// Validated fixed-window parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWindowConfig {
+    limit: u64,
+    window: Divider,
+    p: Packing,
+}
+
+/// A fixed-window state word (window index mod 2^ib, count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowState(pub u64);
+
+impl FixedWindowConfig {
+    /// `limit` admissions per aligned `window`; `limit ≤ 2^32 − 1`.
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        if let Err(e) = check_window(limit, window, MAX_FIXED_LIMIT) {
+            return Err(e);
+        }
+        Ok(FixedWindowConfig {
+            limit,
+            window: Divider::new(window.0),
+            p: Packing {
+                cb: bits(limit),
+                counts: 1,
+            },
+        })
+    }
+    /// The limit per window.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+    /// The window length.
+    pub const fn window(&self) -> Nanos {
+        Nanos(self.window.divisor())
+    }
+    /// Windows between calls within which decisions are exact (see the module docs).
+    pub const fn horizon(&self) -> u64 {
+        1u64 << (self.p.ib() - 1)
+    }
+
+    /// The pure step on a packed word: decision and new word.
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let p = self.p;
+        let w = self.window.divisor();
+        let now_idx = self.window.div(now.0);
+        let stored = p.idx(word);
+        let c = p.c0(word);
+        let (idx, count) = if c == 0 {
+            (now_idx, 0)
+        } else {
+            match p.rel(stored, now_idx) {
+                Rel::Same => (now_idx, c),
+                Rel::Next | Rel::Later => (now_idx, 0),
+                Rel::Rewind => (p.ahead_index(stored, now_idx), c),
+            }
+        };
+        let end = Nanos(until_end(idx, w, now.0));
+        if count + cost <= self.limit {
+            let new = count + cost;
+            let d = Decision {
+                verdict: Verdict::Admit,
+                remaining: self.limit - new,
+                retry_after: Nanos::ZERO,
+                reset_after: if new == 0 { Nanos::ZERO } else { end },
+            };
+            (d, (cost != 0).then(|| p.pack(idx, new, 0)))
+        } else {
+            let d = Decision {
+                verdict: Verdict::Reject,
+                remaining: self.limit - count,
+                retry_after: end,
+                reset_after: end,
+            };
+            (d, None)
+        }
+    }
+}
+
+impl Algorithm for FixedWindowConfig {
+    type State = WindowState;
+    fn fresh_state(&self) -> WindowState {
+        WindowState(0)
+    }
+    fn acquire_state(
+        &self,
+        state: &mut WindowState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.limit, cost)?;
+        let (d, new) = self.step(state.0, now, cost);
+        if let Some(w) = new {
+            state.0 = w;
+        }
+        Ok(d)
+    }
+    fn peek_state(
+        &self,
+        state: &WindowState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.limit, cost)?;
+        Ok(self.step(state.0, now, cost).0)
+    }
+    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
+        self.step(state.0, now, 0).0.remaining == self.limit
+    }
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// A single-owner fixed window; see the [module docs](self).
+pub type FixedWindow = Limiter<FixedWindowConfig>;
+
+impl Limiter<FixedWindowConfig> {
+    /// An empty fixed window: `limit` per `window`.
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        match FixedWindowConfig::new(limit, window) {
+            Ok(algorithm) => Ok(Limiter {
+                algorithm,
+                state: WindowState(0),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sliding-window counter
+
+/// Largest sliding-window-counter limit.
+pub const MAX_SLIDING_LIMIT: u64 = (1 << 24) - 1;
+
+/// Validated sliding-window-counter parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindowConfig {
+    limit: u64,
+    window: Divider,
+    p: Packing,
+}
+
+/// The counter's view at one instant.
+struct View {
+    idx: u64,
+    prev: u64,
+    cur: u64,
+    /// Elapsed in the current window.
+    e: u64,
+    /// `⌈prev·(W − e)/W⌉`.
+    pw: u64,
+}
+
+impl SlidingWindowConfig {
+    /// `limit` admissions per sliding `window`; `limit ≤ 2^24 − 1`.
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        if let Err(e) = check_window(limit, window, MAX_SLIDING_LIMIT) {
+            return Err(e);
+        }
+        Ok(SlidingWindowConfig {
+            limit,
+            window: Divider::new(window.0),
+            p: Packing {
+                cb: bits(limit),
+                counts: 2,
+            },
+        })
+    }
+    /// The limit per window.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+    /// The window length.
+    pub const fn window(&self) -> Nanos {
+        Nanos(self.window.divisor())
+    }
+    /// Windows between calls within which decisions are exact (see the module docs).
+    pub const fn horizon(&self) -> u64 {
+        1u64 << (self.p.ib() - 1)
+    }
+
+    /// `⌈prev·(W − e)/W⌉`.
+    fn weighted(&self, prev: u64, e: u64) -> u64 {
+        let w = self.window.divisor() as u128;
+        (prev as u128 * (w - e as u128)).div_ceil(w) as u64
+    }
+
+    /// Earliest elapsed `e' ≥ e` in a window with `prev` at which `⌈prev·(W − e')/W⌉ ≤ target`;
+    /// `None` when only at the window end (or later).
+    fn weight_at_most(&self, prev: u64, target: u64) -> Option<u64> {
+        let w = self.window.divisor();
+        if prev == 0 || target >= prev {
+            return Some(0);
+        }
+        let keep = (target as u128 * w as u128 / prev as u128) as u64; // < w
+        Some(w - keep).filter(|&e| e < w)
+    }
+
+    fn view(&self, word: u64, now: Nanos) -> View {
+        let p = self.p;
+        let w = self.window.divisor();
+        let now_idx = self.window.div(now.0);
+        let (c_prev, c_cur) = (p.c1(word), p.c0(word));
+        let (idx, prev, cur, e) = if c_prev == 0 && c_cur == 0 {
+            (now_idx, 0, 0, now.0 - now_idx * w)
+        } else {
+            let stored = p.idx(word);
+            match p.rel(stored, now_idx) {
+                Rel::Same => (now_idx, c_prev, c_cur, now.0 - now_idx * w),
+                Rel::Next => (now_idx, c_cur, 0, now.0 - now_idx * w),
+                Rel::Later => (now_idx, 0, 0, now.0 - now_idx * w),
+                Rel::Rewind => (p.ahead_index(stored, now_idx), c_prev, c_cur, 0),
+            }
+        };
+        View {
+            idx,
+            prev,
+            cur,
+            e,
+            pw: self.weighted(prev, e),
+        }
+    }
+
+    /// Time from the view's instant until `pw' + cur' + cost ≤ limit`.
+    fn time_until_fits(&self, v: &View, cost: u64) -> u64 {
+        let w = self.window.divisor();
+        if v.cur + cost <= self.limit
+            && let Some(e) = self.weight_at_most(v.prev, self.limit - v.cur - cost)
+        {
+            return e.saturating_sub(v.e);
+        }
+        let to_end = w - v.e;
+        match self.weight_at_most(v.cur, self.limit - cost) {
+            Some(e) => to_end.saturating_add(e),
+            None => to_end.saturating_add(w),
+        }
+    }
+
+    /// Time from the view's instant until `remaining` (`limit − min(est, limit)`) grows by
+    /// one; zero when empty.
+    fn time_until_less(&self, v: &View) -> u64 {
+        let est = v.pw + v.cur;
+        if est == 0 {
+            return 0;
+        }
+        let r0 = self.limit - est.min(self.limit);
+        self.time_until_fits(v, r0 + 1)
+    }
+
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let v = self.view(word, now);
+        // Times are measured from the view's instant; under a rewind that instant is the
+        // start of the stored window, later than `now`: add the difference.
+        let base = {
+            let at = v.idx as u128 * self.window.divisor() as u128 + v.e as u128;
+            u64::try_from(at.saturating_sub(now.0 as u128)).unwrap_or(u64::MAX)
+        };
+        let est = v.pw + v.cur;
+        if est + cost <= self.limit {
+            let after = View {
+                cur: v.cur + cost,
+                ..v
+            };
+            let d = Decision {
+                verdict: Verdict::Admit,
+                remaining: self.limit - est - cost,
+                retry_after: Nanos::ZERO,
+                reset_after: Nanos(match self.time_until_less(&after) {
+                    0 => 0,
+                    t => base.saturating_add(t),
+                }),
+            };
+            let new = (cost != 0).then(|| self.p.pack(v.idx, v.cur + cost, v.prev));
+            (d, new)
+        } else {
+            let d = Decision {
+                verdict: Verdict::Reject,
+                remaining: self.limit.saturating_sub(est),
+                retry_after: Nanos(base.saturating_add(self.time_until_fits(&v, cost))),
+                reset_after: Nanos(base.saturating_add(self.time_until_less(&v))),
+            };
+            (d, None)
+        }
+    }
+}
+
+impl Algorithm for SlidingWindowConfig {
+    type State = WindowState;
+    fn fresh_state(&self) -> WindowState {
+        WindowState(0)
+    }
+    fn acquire_state(
+        &self,
+        state: &mut WindowState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.limit, cost)?;
+        let (d, new) = self.step(state.0, now, cost);
+        if let Some(w) = new {
+            state.0 = w;
+        }
+        Ok(d)
+    }
+    fn peek_state(
+        &self,
+        state: &WindowState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.limit, cost)?;
+        Ok(self.step(state.0, now, cost).0)
+    }
+    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
+        let v = self.view(state.0, now);
+        v.prev == 0 && v.cur == 0
+    }
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// A single-owner sliding-window counter; see the [module docs](self).
+pub type SlidingWindow = Limiter<SlidingWindowConfig>;
+
+impl Limiter<SlidingWindowConfig> {
+    /// An empty sliding-window counter: `limit` per `window`.
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        match SlidingWindowConfig::new(limit, window) {
+            Ok(algorithm) => Ok(Limiter {
+                algorithm,
+                state: WindowState(0),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared forms
+
+/// A window limiter shared between threads: one `AtomicU64` holding the packed word of
+/// a [`FixedWindowConfig`] or [`SlidingWindowConfig`], updated by CAS with the same step.
+#[derive(Debug)]
+pub struct SharedWindow<A> {
+    config: A,
+    word: AtomicU64,
+}
+
+/// A lock-free fixed window.
+pub type SharedFixedWindow = SharedWindow<FixedWindowConfig>;
+/// A lock-free sliding-window counter.
+pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
+
+/// The packed-word step shared by both window kinds.
+trait WordStep {
+    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
+    fn limit_of(&self) -> u64;
+}
+impl WordStep for FixedWindowConfig {
+    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        self.step(word, now, cost)
+    }
+    fn limit_of(&self) -> u64 {
+        self.limit
+    }
+}
+impl WordStep for SlidingWindowConfig {
+    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        self.step(word, now, cost)
+    }
+    fn limit_of(&self) -> u64 {
+        self.limit
+    }
+}
+
+impl SharedWindow<FixedWindowConfig> {
+    /// An empty shared fixed window.
+    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        Ok(SharedWindow {
+            config: FixedWindowConfig::new(limit, window)?,
+            word: AtomicU64::new(0),
+        })
+    }
+}
+
+impl SharedWindow<SlidingWindowConfig> {
+    /// An empty shared sliding-window counter.
+    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+        Ok(SharedWindow {
+            config: SlidingWindowConfig::new(limit, window)?,
+            word: AtomicU64::new(0),
+        })
+    }
+}
+
+#[allow(private_bounds)]
+impl<A: WordStep> SharedWindow<A> {
+    /// The parameters.
+    pub fn config(&self) -> &A {
+        &self.config
+    }
+    /// Decides on `cost` at `now`; counts it when admitted.
+    pub fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.config.limit_of(), cost)?;
+        let mut s = self.word.load(Ordering::Relaxed);
+        loop {
+            match self.config.word_step(s, now, cost) {
+                (d, Some(n)) => {
+                    match self.word.compare_exchange_weak(
+                        s,
+                        n,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return Ok(d),
+                        Err(cur) => s = cur,
+                    }
+                }
+                (d, None) => return Ok(d),
+            }
+        }
+    }
+    /// The decision `acquire` would return, counting nothing.
+    pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        capacity_check(self.config.limit_of(), cost)?;
+        Ok(self
+            .config
+            .word_step(self.word.load(Ordering::Relaxed), now, cost)
+            .0)
+    }
+    /// True when the window is empty at `now`.
+    pub fn is_fresh(&self, now: Nanos) -> bool {
+        let d = self
+            .config
+            .word_step(self.word.load(Ordering::Relaxed), now, 0)
+            .0;
+        d.remaining == self.config.limit_of() && d.reset_after.is_zero()
+    }
+}
+
+#[allow(private_bounds)]
+impl<A: WordStep> SharedRateLimiter for SharedWindow<A> {
+    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        SharedWindow::acquire(self, now, cost)
+    }
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        SharedWindow::peek(self, now, cost)
+    }
+    fn is_fresh(&self, now: Nanos) -> bool {
+        SharedWindow::is_fresh(self, now)
+    }
+    fn capacity(&self) -> u64 {
+        self.config.limit_of()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn fixed_window_basics() {
+        let mut fw = FixedWindow::new(3, Nanos(S)).unwrap();
+        let sh = SharedFixedWindow::new(3, Nanos(S)).unwrap();
+        for t in [0, 1, 2] {
+            assert_eq!(fw.acquire(Nanos(t), 1), sh.acquire(Nanos(t), 1));
+        }
+        let d = fw.acquire(Nanos(10), 1).unwrap();
+        assert_eq!(d.verdict, Verdict::Reject);
+        assert_eq!(d.retry_after, Nanos(S - 10));
+        assert!(fw.acquire(Nanos(S), 3).unwrap().is_allowed());
+        // Rewind into the previous window: no time passed, still the newer window's count.
+        assert!(!fw.acquire(Nanos(5), 1).unwrap().is_allowed());
+        assert!(fw.acquire(Nanos(5), 4).is_err());
+        assert!(fw.is_fresh(Nanos(2 * S)));
+        assert!(!fw.is_fresh(Nanos(2 * S - 1)));
+        assert!(FixedWindow::new(0, Nanos(1)).is_err());
+        assert!(FixedWindow::new(1 << 40, Nanos(1)).is_err());
+    }
+
+    #[test]
+    fn sliding_counter_weights() {
+        let mut sw = SlidingWindow::new(10, Nanos(S)).unwrap();
+        assert!(sw.acquire(Nanos(0), 10).unwrap().is_allowed());
+        let d = sw.acquire(Nanos(S / 2), 1).unwrap();
+        assert_eq!(d.verdict, Verdict::Reject);
+        // Next window: 10 · (1 − e) + 0 ≤ 9 ⇔ e ≥ 0.1 s → retry at 1.1 s.
+        assert_eq!(d.retry_after, Nanos(S + S / 10 - S / 2));
+        assert_eq!(
+            sw.peek(Nanos(S + S / 10), 1).unwrap().verdict,
+            Verdict::Admit
+        );
+        assert_eq!(
+            sw.peek(Nanos(S + S / 10 - 1), 1).unwrap().verdict,
+            Verdict::Reject
+        );
+        assert!(sw.is_fresh(Nanos(2 * S)));
+        let sh = SharedSlidingWindow::new(10, Nanos(S)).unwrap();
+        let mut a = SlidingWindow::new(10, Nanos(S)).unwrap();
+        let mut now = 0;
+        for i in 0..3000u64 {
+            now += (i * 7919) % (S / 3);
+            assert_eq!(a.acquire(Nanos(now), i % 5), sh.acquire(Nanos(now), i % 5));
+        }
+    }
+
+    #[test]
+    fn extremes() {
+        let mut fw = FixedWindow::new(MAX_FIXED_LIMIT, Nanos(1)).unwrap();
+        let mut sw = SlidingWindow::new(MAX_SLIDING_LIMIT, Nanos(u64::MAX)).unwrap();
+        for now in [0, u64::MAX, 3, u64::MAX / 2, 0] {
+            for cost in [0, 1, MAX_SLIDING_LIMIT] {
+                let _ = fw.acquire(Nanos(now), cost);
+                let _ = sw.acquire(Nanos(now), cost);
+            }
+        }
+    }
+}

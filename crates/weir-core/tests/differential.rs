@@ -1,0 +1,310 @@
+//! Property / differential tests of every limiter against the reference models in
+//! `weir_core::reference`, plus invariants that hold for all of them: no panic, the
+//! `retry_after` / `reset_after` they report are exact (minimal), shared == single-owner.
+
+use proptest::prelude::*;
+use weir_core::reference::{
+    FixedWindowModel, NginxModel, RationalGcra, SlidingCounterModel, SlidingLogModel,
+};
+use weir_core::{
+    Decision, FixedWindow, LeakyBucket, Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket,
+    SharedSlidingWindow, SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, Verdict,
+};
+
+const S: u64 = 1_000_000_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Rewind(u64),
+    Jump(u64),
+    Acquire(u64),
+    Peek(u64),
+    Refund(u64),
+    Reconfigure(u64, u64, u64),
+}
+
+fn time_step(per: u64) -> impl Strategy<Value = u64> {
+    prop_oneof![0..4u64, 0..per, 0..per * 3]
+}
+
+fn ops(per: u64, max_cost: u64, extremes: bool) -> impl Strategy<Value = Vec<Op>> {
+    let jump = if extremes {
+        prop_oneof![Just(0u64), Just(u64::MAX), Just(u64::MAX / 2), any::<u64>()].boxed()
+    } else {
+        (0..per * 20).boxed()
+    };
+    let op = prop_oneof![
+        4 => time_step(per).prop_map(Op::Advance),
+        1 => time_step(per).prop_map(Op::Rewind),
+        1 => jump.prop_map(Op::Jump),
+        6 => (0..=max_cost + 1).prop_map(Op::Acquire),
+        1 => (0..=max_cost + 1).prop_map(Op::Peek),
+        1 => (0..=max_cost).prop_map(Op::Refund),
+        1 => (1..6u64, prop_oneof![Just(S), 1..2 * S], 1..6u64)
+            .prop_map(|(r, p, b)| Op::Reconfigure(r, p, b)),
+    ];
+    prop::collection::vec(op, 1..80)
+}
+
+fn apply_time(now: u64, op: &Op) -> u64 {
+    match *op {
+        Op::Advance(d) => now.saturating_add(d),
+        Op::Rewind(d) => now.saturating_sub(d),
+        Op::Jump(t) => t,
+        _ => now,
+    }
+}
+
+/// `retry_after` is the exact wait: at `now + retry_after` the cost fits, one ns earlier
+/// it does not. `reset_after` likewise for `remaining` growing.
+fn check_times<L: RateLimiter>(l: &L, now: u64, cost: u64, d: &Decision, before: &L) {
+    if d.verdict == Verdict::Reject {
+        let t = now.saturating_add(d.retry_after.0);
+        if t < u64::MAX {
+            assert!(
+                before.peek(Nanos(t), cost).unwrap().is_allowed(),
+                "not admitted at now + retry_after: {d:?}"
+            );
+        }
+        if d.retry_after.0 > 0 && t < u64::MAX {
+            assert!(!before.peek(Nanos(t - 1), cost).unwrap().is_allowed());
+        }
+    }
+    let r0 = l.peek(Nanos(now), 0).unwrap().remaining;
+    if d.reset_after.0 > 0 {
+        let t = now.saturating_add(d.reset_after.0);
+        if t < u64::MAX {
+            assert!(l.peek(Nanos(t), 0).unwrap().remaining > r0, "{d:?}");
+            assert!(l.peek(Nanos(t - 1), 0).unwrap().remaining <= r0, "{d:?}");
+        }
+    }
+}
+
+fn tb_params() -> impl Strategy<Value = (u64, u64, u64)> {
+    (
+        prop_oneof![1..10u64, Just(3), Just(1_000_000_007)],
+        prop_oneof![Just(S), 1..3 * S, 1..1000u64],
+        1..8u64,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Single-owner token bucket == exact rational GCRA, on any sequence incl. u64 extremes.
+    #[test]
+    fn token_bucket_equals_rational_model((rate, per, burst) in tb_params(), ops in ops(S, 8, true)) {
+        let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let mut m = RationalGcra::new(rate, per, burst);
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            match *op {
+                Op::Acquire(c) => {
+                    let before = tb.clone();
+                    let d = tb.acquire(Nanos(now), c);
+                    prop_assert_eq!(d, m.acquire(now, c));
+                    if let Ok(d) = d { check_times(&tb, now, c, &d, &before); }
+                }
+                Op::Peek(c) => prop_assert_eq!(tb.peek(Nanos(now), c), m.peek(now, c)),
+                Op::Refund(n) => { tb.refund(Nanos(now), n); m.refund(now, n); }
+                Op::Reconfigure(r, p, b) => {
+                    tb.reconfigure(Nanos(now), r, Nanos(p), b).unwrap();
+                    m.reconfigure(now, r, p, b);
+                }
+                _ => {}
+            }
+            prop_assert_eq!(tb.is_fresh(Nanos(now)), m.peek(now, 0).unwrap().reset_after.is_zero());
+        }
+    }
+
+    /// Shared token bucket == single-owner within the horizon (times below 2^40 ns here).
+    #[test]
+    fn shared_token_bucket_equals_single((rate, per, burst) in tb_params(), ops in ops(S, 8, false)) {
+        let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let mut sh = SharedTokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            prop_assume!(now < tb.algorithm().horizon().0);
+            match *op {
+                Op::Acquire(c) => prop_assert_eq!(tb.acquire(Nanos(now), c), sh.acquire(Nanos(now), c)),
+                Op::Peek(c) => prop_assert_eq!(tb.peek(Nanos(now), c), sh.peek(Nanos(now), c)),
+                Op::Refund(n) => { tb.refund(Nanos(now), n); sh.refund(Nanos(now), n); }
+                Op::Reconfigure(r, p, b) => {
+                    tb.reconfigure(Nanos(now), r, Nanos(p), b).unwrap();
+                    sh.reconfigure(Nanos(now), r, Nanos(p), b).unwrap();
+                }
+                _ => {}
+            }
+            prop_assert_eq!(tb.is_fresh(Nanos(now)), sh.is_fresh(Nanos(now)));
+        }
+    }
+
+    /// Never over-admit: over any run from full, admitted ≤ burst + rate·elapsed/per.
+    #[test]
+    fn token_bucket_never_over_admits((rate, per, burst) in tb_params(), steps in prop::collection::vec((0..S, 1..4u64), 1..100)) {
+        let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let (mut now, mut admitted) = (0u64, 0u128);
+        for (dt, c) in steps {
+            now += dt;
+            if let Ok(d) = tb.acquire(Nanos(now), c) && d.is_allowed() {
+                admitted += c as u128;
+            }
+            prop_assert!(admitted * per as u128 <= burst as u128 * per as u128 + rate as u128 * now as u128);
+        }
+    }
+
+    /// Leaky bucket == nginx model (verdict incl. delay, remaining, idle) for monotone time;
+    /// with rewinds it is never more lenient; shared == single-owner.
+    #[test]
+    fn leaky_bucket_equals_nginx(
+        rate in 1..6u64, per in prop_oneof![Just(S), 1..2 * S], burst in 0..5u64, delay in 0..6u64,
+        nodelay in any::<bool>(), ops in ops(S, 6, false),
+    ) {
+        let mut lb = LeakyBucket::new(rate, Nanos(per), burst, delay, nodelay).unwrap();
+        let sh = SharedLeakyBucket::new(rate, Nanos(per), burst, delay, nodelay).unwrap();
+        let mut m = NginxModel::new(rate, per, burst, delay, nodelay);
+        let mut now = 0u64;
+        let mut monotone = true;
+        for op in &ops {
+            let next = apply_time(now, op);
+            monotone &= next >= now || m.last.is_none_or(|l| next >= l);
+            now = next;
+            if let Op::Acquire(c) = *op {
+                let before = lb.clone();
+                let d = lb.acquire(Nanos(now), c);
+                prop_assert_eq!(d, sh.acquire(Nanos(now), c));
+                let Ok(d) = d else { prop_assert!(c > burst + 1); continue };
+                check_times(&lb, now, c, &d, &before);
+                if c == 0 { continue; }
+                let mv = m.verdict(now, c);
+                if monotone {
+                    prop_assert_eq!(d.verdict, mv);
+                    m.acquire(now, c);
+                    prop_assert_eq!(d.remaining, m.remaining(now));
+                } else {
+                    // Conservative: if we accept, nginx accepts too.
+                    if d.is_allowed() { prop_assert!(mv != Verdict::Reject); }
+                    break;
+                }
+            }
+            if monotone {
+                prop_assert_eq!(lb.is_fresh(Nanos(now)), m.is_idle(now));
+            }
+        }
+    }
+
+    /// Fixed window == model; shared == single-owner; never more than `limit` per window.
+    #[test]
+    fn fixed_window_equals_model(limit in 1..6u64, window in prop_oneof![Just(S), 1..1000u64], ops in ops(S, 6, false)) {
+        let mut fw = FixedWindow::new(limit, Nanos(window)).unwrap();
+        let sh = SharedFixedWindow::new(limit, Nanos(window)).unwrap();
+        let mut m = FixedWindowModel::new(limit, window);
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let before = fw.clone();
+                let d = fw.acquire(Nanos(now), c);
+                prop_assert_eq!(d, sh.acquire(Nanos(now), c));
+                let Ok(d) = d else { prop_assert!(c > limit); continue };
+                prop_assert_eq!(d, m.acquire(now, c));
+                check_times(&fw, now, c, &d, &before);
+            }
+        }
+    }
+
+    /// Sliding-window counter == model (verdict, remaining); shared == single-owner; exact
+    /// retry/reset times.
+    #[test]
+    fn sliding_window_equals_model(limit in 1..8u64, window in prop_oneof![Just(S), 1..1000u64], ops in ops(S, 8, false)) {
+        let mut sw = SlidingWindow::new(limit, Nanos(window)).unwrap();
+        let sh = SharedSlidingWindow::new(limit, Nanos(window)).unwrap();
+        let mut m = SlidingCounterModel::new(limit, window);
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let before = sw.clone();
+                let d = sw.acquire(Nanos(now), c);
+                prop_assert_eq!(d, sh.acquire(Nanos(now), c));
+                let Ok(d) = d else { prop_assert!(c > limit); continue };
+                prop_assert_eq!((d.verdict, d.remaining), m.acquire(now, c));
+                check_times(&sw, now, c, &d, &before);
+            }
+        }
+    }
+
+    /// Beyond the packed windows' horizon (u64 extremes): no panic, shared == single-owner,
+    /// and every reported time is still exact for the state the limiter holds.
+    #[test]
+    fn windows_at_extremes(limit in 1..8u64, window in prop_oneof![Just(S), 1..1000u64, Just(u64::MAX)], ops in ops(S, 8, true)) {
+        let mut fw = FixedWindow::new(limit, Nanos(window)).unwrap();
+        let fsh = SharedFixedWindow::new(limit, Nanos(window)).unwrap();
+        let mut sw = SlidingWindow::new(limit, Nanos(window)).unwrap();
+        let ssh = SharedSlidingWindow::new(limit, Nanos(window)).unwrap();
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let (bf, bs) = (fw.clone(), sw.clone());
+                let d = fw.acquire(Nanos(now), c);
+                prop_assert_eq!(d, fsh.acquire(Nanos(now), c));
+                if let Ok(d) = d { check_times(&fw, now, c, &d, &bf); }
+                let d = sw.acquire(Nanos(now), c);
+                prop_assert_eq!(d, ssh.acquire(Nanos(now), c));
+                if let Ok(d) = d { check_times(&sw, now, c, &d, &bs); }
+            }
+        }
+    }
+
+    /// Sliding log == naive event list; exact retry/reset times.
+    #[test]
+    fn sliding_log_equals_model(limit in 1..8u64, window in prop_oneof![Just(S), 1..1000u64], ops in ops(S, 8, true)) {
+        let mut log = SlidingLog::<8>::new(limit, Nanos(window)).unwrap();
+        let mut m = SlidingLogModel::new(limit, window);
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let before = log.clone();
+                let d = log.acquire(Nanos(now), c);
+                let Ok(d) = d else { prop_assert!(c > limit); continue };
+                let Some(mv) = m.acquire(now, c) else { break };
+                prop_assert_eq!((d.verdict, d.remaining), mv);
+                check_times(&log, now, c, &d, &before);
+            }
+        }
+    }
+}
+
+/// 3 per second admits exactly 3 per second over 10^6 seconds, with no drift: a greedy
+/// client (acquire until rejected, then wait exactly `retry_after`) gets `burst + ⌊3·t⌋`.
+#[test]
+fn three_per_second_for_a_million_seconds() {
+    let burst = 2;
+    let mut tb = TokenBucket::new(3, Nanos(S), burst).unwrap();
+    let shared = SharedTokenBucket::new(3, Nanos(S), burst).unwrap();
+    let end = 1_000_000 * S;
+    let (mut now, mut admitted, mut i) = (0u64, 0u64, 0u64);
+    while now <= end {
+        let d = tb.acquire(Nanos(now), 1).unwrap();
+        assert_eq!(d, shared.acquire(Nanos(now), 1).unwrap());
+        if d.is_allowed() {
+            admitted += 1;
+        } else {
+            i += 1;
+            if i % 1024 == 0 {
+                assert!(
+                    !tb.peek(Nanos(now + d.retry_after.0 - 1), 1)
+                        .unwrap()
+                        .is_allowed()
+                );
+            }
+            now += d.retry_after.0;
+        }
+    }
+    assert_eq!(admitted, burst + 3 * 1_000_000);
+}

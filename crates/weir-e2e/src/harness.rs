@@ -1,0 +1,191 @@
+//! Starting, signalling and stopping a frontend process.
+
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use core::time::Duration;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Instant;
+
+use crate::client::{Client, Resp};
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A free loopback port (bound then released; a tiny race is acceptable on loopback).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind")
+}
+
+/// A loopback address nothing listens on.
+pub fn dead_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// A per-test scratch directory.
+pub fn scratch_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "weir-e2e-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// A running frontend process with its config file; killed on drop.
+pub struct Gateway {
+    child: Option<Child>,
+    /// Main listen address.
+    pub addr: SocketAddr,
+    /// Admin address.
+    pub admin: SocketAddr,
+    /// The config file it was started with (rewrite it to test reloads).
+    pub config_path: PathBuf,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+fn capture(mut r: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = out.clone();
+    thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = r.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    out
+}
+
+impl Gateway {
+    /// Writes `config` to a scratch file and starts `bin` on it with fresh loopback ports and
+    /// one worker; returns once the admin `/healthz` answers 200 (panics after 15 s).
+    pub fn start(bin: &Path, config: &str) -> Gateway {
+        Self::start_with(bin, config, &[])
+    }
+
+    /// [`start`](Self::start) with extra command-line arguments.
+    pub fn start_with(bin: &Path, config: &str, extra: &[&str]) -> Gateway {
+        let dir = scratch_dir();
+        let config_path = dir.join("gateway.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&config_path)
+            .args(["--listen", &addr.to_string(), "--admin", &admin.to_string()])
+            .args(["--workers", "1"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let stdout = capture(child.stdout.take().unwrap());
+        let stderr = capture(child.stderr.take().unwrap());
+        let mut gw = Gateway {
+            child: Some(child),
+            addr,
+            admin,
+            config_path,
+            stdout,
+            stderr,
+        };
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(r) = gw.try_admin("GET", "/healthz")
+                && r.status == 200
+                && TcpStream::connect(addr).is_ok()
+            {
+                return gw;
+            }
+            assert!(
+                Instant::now() < until,
+                "{} did not become ready; stderr:\n{}",
+                bin.display(),
+                gw.stderr_text()
+            );
+            if let Some(Ok(Some(st))) = gw.child.as_mut().map(Child::try_wait) {
+                panic!(
+                    "{} exited early ({st}); stderr:\n{}",
+                    bin.display(),
+                    gw.stderr_text()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// One admin request.
+    pub fn try_admin(&self, method: &str, path: &str) -> std::io::Result<Resp> {
+        let mut c = Client::connect(self.admin)?;
+        let raw = format!("{method} {path} HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\n\r\n");
+        c.exchange(raw.as_bytes(), method == "HEAD")
+    }
+
+    /// One admin request (panics on I/O errors).
+    pub fn admin(&self, method: &str, path: &str) -> Resp {
+        self.try_admin(method, path)
+            .unwrap_or_else(|e| panic!("admin {method} {path}: {e}"))
+    }
+
+    /// What the process wrote to stdout so far (the access log by default).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned()
+    }
+
+    /// What the process wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Sends a signal (`"INT"`, `"TERM"`) to the process.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{sig} {pid} failed");
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + limit;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(dir) = self.config_path.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! End-to-end scenarios of CONTRACT.md, run against a real frontend binary on loopback.
+//!
+//! The scenarios are plain functions taking the path of the binary under test, so every
+//! frontend runs the same suite: its `tests/e2e.rs` is one line,
+//! `weir_e2e::suite!(env!("CARGO_BIN_EXE_weir-gateway"));`, which expands to one `#[test]` per
+//! scenario. A binary must accept `--config F --listen ADDR --admin ADDR --workers N`, answer
+//! `/healthz` on the admin address, and drain on SIGINT.
+//!
+//! Everything is bounded: every socket has a timeout, every child process is killed when its
+//! [`Gateway`] is dropped, and upstreams are threads of the test process on 127.0.0.1.
+
+pub mod client;
+pub mod harness;
+pub mod scenarios;
+pub mod upstreams;
+
+pub use client::{Client, Resp};
+pub use harness::Gateway;
+
+/// Expands to one `#[test]` per scenario in [`scenarios`], each run against `$bin`.
+#[macro_export]
+macro_rules! suite {
+    ($bin:expr) => {
+        $crate::suite!(@each $bin;
+            no_route_is_404,
+            rate_limit_429_with_headers,
+            flaky_retried_with_idempotency_key,
+            post_without_key_not_retried,
+            slow_upstream_504_within_total_budget,
+            garbage_is_400_and_close,
+            content_length_with_transfer_encoding_never_forwarded,
+            obs_fold_is_400,
+            huge_headers_431_and_long_uri_414,
+            other_http_version_505,
+            slow_client_head_408,
+            keep_alive_reuses_client_and_upstream_connections,
+            request_id_propagated_and_hop_by_hop_removed,
+            chunked_upload_streamed_beyond_replay_limit,
+            chunked_download_streamed,
+            head_request_has_no_body,
+            upstream_body_truncated_cuts_client,
+            invalid_upstream_response_502,
+            admin_metrics_healthz_config,
+            admin_reload_bad_then_good,
+            breaker_opens_then_fallback,
+            sigint_drains_in_flight_and_exits_0,
+        );
+    };
+    (@each $bin:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::scenarios::$name(::std::path::Path::new($bin));
+            }
+        )*
+    };
+}

@@ -1,0 +1,107 @@
+//! The admin listener (`server.admin`): a small blocking HTTP/1.1 server on its own thread
+//! that hands every request to [`Engine::admin`] and writes the answer.
+//!
+//! Admin traffic is rare and must never compete with the workers' rings, so it gets a plain
+//! std thread; each exchange is one request per connection (`connection: close`) under short
+//! socket timeouts, so a stuck admin client cannot hold it for long.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+
+use weir_http::{self as http, Limits, Parsed};
+use weir_policy::Engine;
+
+const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_ADMIN_BODY: u64 = 1 << 20;
+
+/// Binds `addr` and serves the admin API on a new thread; returns the bound address.
+pub(crate) fn spawn(engine: Engine, addr: SocketAddr) -> io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    thread::Builder::new()
+        .name("weir-admin".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(s) => {
+                        let engine = engine.clone();
+                        // One short-lived thread per admin connection: admin calls may be slow
+                        // (a reload reads a file) and must not queue behind each other.
+                        let _ = thread::Builder::new().name("weir-admin-conn".into()).spawn(
+                            move || {
+                                let _ = serve(&engine, s);
+                            },
+                        );
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })?;
+    Ok(bound)
+}
+
+fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
+    s.set_read_timeout(Some(ADMIN_IO_TIMEOUT))?;
+    s.set_write_timeout(Some(ADMIN_IO_TIMEOUT))?;
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let limits = Limits::default();
+    let (head, len) = loop {
+        match http::parse_request(&buf, &limits) {
+            Ok(Parsed::Complete(head, len)) => break (head, len),
+            Ok(Parsed::Partial) => {
+                let n = s.read(&mut chunk)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(e) => {
+                let resp = engine.reject_malformed(e.status(), e.reason(), None);
+                return write(&mut s, resp.status, &resp.headers, &resp.body, false);
+            }
+        }
+    };
+    // Drain a small body (e.g. `curl -X POST -d ...`) so the client sees a clean close.
+    if let http::BodyFraming::ContentLength(n) = head.framing() {
+        let mut left = n
+            .min(MAX_ADMIN_BODY)
+            .saturating_sub((buf.len() - len) as u64);
+        while left > 0 {
+            let k = s.read(&mut chunk)?;
+            if k == 0 {
+                break;
+            }
+            left = left.saturating_sub(k as u64);
+        }
+    }
+    let resp = engine.admin(head.method(), head.path());
+    write(
+        &mut s,
+        resp.status,
+        &resp.headers,
+        &resp.body,
+        head.is_head(),
+    )
+}
+
+fn write(
+    s: &mut TcpStream,
+    status: u16,
+    headers: &[(&'static str, String)],
+    body: &[u8],
+    head_only: bool,
+) -> io::Result<()> {
+    let mut hs: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+    hs.push(("connection", b"close"));
+    let mut out = Vec::with_capacity(256 + body.len());
+    http::write_response(&mut out, status, &hs, body);
+    if head_only {
+        out.truncate(out.len() - body.len());
+    }
+    s.write_all(&out)?;
+    s.flush()
+}

@@ -1,0 +1,210 @@
+//! `weir-gateway`: weir's standalone reverse proxy — thread-per-core monoio on io_uring, every
+//! policy decision made by the shared engine (`weir-policy`), HTTP/1.1 by `weir-http`.
+//!
+//! ```text
+//! weir-gateway --config examples/gateway.toml
+//! weir-gateway --demo                  # demo upstreams + config on loopback, prints curl lines
+//! weir-gateway --check --config F      # validate, print what was understood, exit 0/1
+//! ```
+//!
+//! Module map: [`worker`] runtimes, listeners and shutdown; [`proxy`] one client connection
+//! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
+//! buffer connection; [`admin`] the admin listener; [`demo`] `--demo`.
+
+mod admin;
+mod demo;
+mod io;
+mod proxy;
+mod upstream;
+mod worker;
+
+use core::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::thread;
+
+use clap::{Parser, ValueEnum};
+use weir_policy::{Engine, Overrides};
+
+use crate::worker::{DriverKind, Shared};
+
+/// weir's monoio/io_uring gateway: rate limits, concurrency, breakers, timeouts and retries
+/// in front of HTTP/1.1 upstreams.
+#[derive(Debug, Parser)]
+#[command(name = "weir-gateway", version, about, long_about = None)]
+struct Cli {
+    /// Config file (TOML; see examples/gateway.toml).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Listen address, overriding `server.listen`.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Admin address, overriding `server.admin` ("off" disables the admin API).
+    #[arg(long, value_name = "ADDR|off")]
+    admin: Option<String>,
+    /// Worker threads (0 = one per core), overriding `server.workers`.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// I/O driver; io_uring falls back to legacy (epoll) with a log line when refused.
+    #[arg(long, value_enum, default_value = "io_uring")]
+    driver: Driver,
+    /// Validate the config, print the routes and policies understood, exit 0 (valid) or 1.
+    #[arg(long)]
+    check: bool,
+    /// Start the demo upstreams (blue, green) on loopback with a matching config.
+    #[arg(long, conflicts_with = "config")]
+    demo: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Driver {
+    #[value(name = "io_uring", alias = "iouring", alias = "io-uring")]
+    IoUring,
+    #[value(name = "legacy", alias = "epoll")]
+    Legacy,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("weir-gateway: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    let overrides = Overrides {
+        listen: cli.listen.clone(),
+        admin: cli.admin.clone(),
+        workers: cli.workers,
+    };
+    if cli.check && !cli.demo {
+        let Some(path) = &cli.config else {
+            return Err("--check needs --config PATH".into());
+        };
+        return Ok(match Engine::check(path) {
+            Ok(set) => {
+                print!("{}", set.describe());
+                println!("{}: OK", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        });
+    }
+    let mut demo_guard = None;
+    let engine = if cli.demo {
+        let d = demo::start().map_err(|e| format!("cannot start the demo upstreams: {e}"))?;
+        let engine = Engine::from_toml(&d.config, "demo.toml").map_err(|e| e.to_string())?;
+        demo_guard = Some(d);
+        engine
+    } else {
+        let Some(path) = &cli.config else {
+            return Err(
+                "no config: pass --config PATH (see examples/gateway.toml) or --demo \
+                        (see --help)"
+                    .into(),
+            );
+        };
+        Engine::load(path).map_err(|e| e.to_string())?
+    };
+    let engine = engine
+        .try_with_overrides(overrides)
+        .map_err(|e| e.to_string())?;
+    if cli.check {
+        print!("{}", engine.describe());
+        println!("demo config: OK");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let settings = engine.server();
+    let workers = match settings.workers {
+        0 => thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let driver = match cli.driver {
+        Driver::IoUring => DriverKind::IoUring,
+        Driver::Legacy => DriverKind::Legacy,
+    };
+
+    // Refuse an address another process serves (SO_REUSEPORT would silently share it), and
+    // resolve port 0 once so that every worker binds the same port.
+    let listen: SocketAddr = {
+        let probe = std::net::TcpListener::bind(settings.listen)
+            .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
+        probe.local_addr().map_err(|e| e.to_string())?
+    };
+
+    let admin = match settings.admin {
+        Some(a) => Some(
+            admin::spawn(engine.clone(), a).map_err(|e| format!("cannot bind admin {a}: {e}"))?,
+        ),
+        None => None,
+    };
+
+    let shared = Arc::new(Shared::default());
+    signals(shared.clone())?;
+    let mut handles = Vec::with_capacity(workers);
+    let mut driver_name = "";
+    for id in 0..workers {
+        let (h, ready) = worker::spawn(id, engine.clone(), listen, driver, shared.clone())
+            .map_err(|e| format!("cannot start worker thread: {e}"))?;
+        match ready.recv() {
+            Ok(Ok(name)) => driver_name = name,
+            Ok(Err(e)) => {
+                shared.stop();
+                return Err(e);
+            }
+            Err(_) => {
+                shared.stop();
+                return Err("a worker died during start-up".into());
+            }
+        }
+        handles.push(h);
+    }
+    let admin_text = admin.map_or_else(|| "off".to_owned(), |a| a.to_string());
+    eprintln!(
+        "weir-gateway: instance {} (revision {}) listening on {listen} with {workers} {driver_name} \
+         worker(s); admin {admin_text}",
+        settings.instance,
+        engine.revision(),
+    );
+    if let Some(d) = &demo_guard {
+        eprintln!("{}", d.curl_lines(listen, admin));
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    engine.flush_access_log();
+    drop(demo_guard);
+    eprintln!("weir-gateway: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM / SIGINT: the first begins a graceful drain; a second one exits at once.
+fn signals(shared: Arc<Shared>) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    thread::Builder::new()
+        .name("weir-signals".into())
+        .spawn(move || {
+            let mut seen = false;
+            for sig in signals.forever() {
+                if seen {
+                    eprintln!("weir-gateway: second signal, exiting now");
+                    std::process::exit(128 + sig);
+                }
+                seen = true;
+                eprintln!("weir-gateway: signal {sig}: draining in-flight requests");
+                shared.stop();
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! Thread-per-core workers: one monoio runtime (io_uring, or the epoll "legacy" driver) per
+//! thread, each with its own `SO_REUSEPORT` listener and upstream pool, all sharing one
+//! [`Engine`] (so limits, breakers and metrics are per instance, not per worker).
+//!
+//! Why `SO_REUSEPORT` rather than one shared listener: the kernel spreads connections over
+//! the workers' accept queues, so no worker wakes for a connection another one takes, and a
+//! connection lives and dies on the ring that accepted it.
+//!
+//! Shutdown: [`Shared::stop`] flips a flag and wakes every worker through an
+//! `event_listener::Event` (monoio's `sync` feature makes cross-thread wakes work). Workers
+//! stop accepting, idle keep-alive connections close at once, requests in flight finish (their
+//! responses carry `connection: close`) until the drain timeout, then the runtime is dropped.
+
+use core::cell::Cell;
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::time::Duration;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+use event_listener::{Event, EventListener};
+use monoio::net::{ListenerOpts, TcpListener};
+use weir_policy::Engine;
+
+use crate::proxy::{Worker, serve};
+use crate::upstream::Pool;
+
+/// The I/O driver asked for on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DriverKind {
+    /// io_uring (falls back to legacy when the kernel refuses it).
+    IoUring,
+    /// epoll via mio.
+    Legacy,
+}
+
+/// State shared by all workers of the process.
+#[derive(Default)]
+pub(crate) struct Shared {
+    stopping: AtomicBool,
+    stop_event: Event,
+    /// Open client connections, all workers together (`max_connections` is per instance).
+    conns: AtomicUsize,
+    /// Set once the io_uring fallback was logged.
+    fallback_logged: AtomicBool,
+}
+
+impl Shared {
+    /// Whether shutdown has begun.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// A future that completes when shutdown begins (check [`stopping`](Self::stopping) after
+    /// creating it, to not miss a stop that happened just before).
+    pub(crate) fn listen(&self) -> EventListener {
+        self.stop_event.listen()
+    }
+
+    /// Begins shutdown and wakes every worker.
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.stop_event.notify(usize::MAX);
+    }
+}
+
+/// The engine's timer on monoio's timer wheel (leaky-bucket delays, queue waits).
+pub(crate) struct MonoioTimer;
+
+impl weir_policy::Timer for MonoioTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        monoio::time::sleep(d)
+    }
+}
+
+/// A worker's start-up report: the driver it runs on, or why it could not start.
+pub(crate) type Ready = Result<&'static str, String>;
+
+/// Starts worker `id` on its own thread; the returned receiver reports whether its listener
+/// bound (and on which driver the worker runs).
+pub(crate) fn spawn(
+    id: usize,
+    engine: Engine,
+    addr: SocketAddr,
+    driver: DriverKind,
+    shared: Arc<Shared>,
+) -> std::io::Result<(thread::JoinHandle<()>, mpsc::Receiver<Ready>)> {
+    let (tx, rx) = mpsc::channel();
+    let handle = thread::Builder::new().name(format!("weir-worker-{id}")).spawn(move || {
+        let run = |name: &'static str| run(engine.clone(), addr, shared.clone(), tx.clone(), name);
+        if driver == DriverKind::IoUring {
+            match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                .with_entries(1024)
+                .enable_timer()
+                .build()
+            {
+                Ok(mut rt) => return rt.block_on(run("io_uring")),
+                Err(e) => {
+                    if !shared.fallback_logged.swap(true, Ordering::AcqRel) {
+                        eprintln!(
+                            "weir-gateway: io_uring unavailable ({e}); falling back to the legacy (epoll) driver"
+                        );
+                    }
+                }
+            }
+        }
+        match monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build() {
+            Ok(mut rt) => rt.block_on(run("legacy")),
+            Err(e) => {
+                let _ = tx.send(Err(format!("cannot start a runtime: {e}")));
+            }
+        }
+    })?;
+    Ok((handle, rx))
+}
+
+/// Decrements the connection counts when a connection task ends.
+struct ConnGuard {
+    shared: Arc<Shared>,
+    active: Rc<Cell<usize>>,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.shared.conns.fetch_sub(1, Ordering::AcqRel);
+        self.active.set(self.active.get() - 1);
+    }
+}
+
+async fn run(
+    engine: Engine,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    ready: mpsc::Sender<Ready>,
+    driver: &'static str,
+) {
+    let opts = ListenerOpts::new()
+        .reuse_port(true)
+        .reuse_addr(true)
+        .backlog(4096);
+    let listener = match TcpListener::bind_with_config(addr, &opts) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot listen on {addr}: {e}")));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(driver));
+    let w = Rc::new(Worker {
+        engine,
+        shared: shared.clone(),
+        pool: Pool::default(),
+    });
+
+    // Expire idle upstream connections even when no request comes to find them stale.
+    let pruner = w.clone();
+    monoio::spawn(async move {
+        while !pruner.shared.stopping() {
+            monoio::time::sleep(Duration::from_secs(1)).await;
+            pruner.pool.prune(pruner.engine.server().idle_timeout);
+        }
+    });
+
+    let active = Rc::new(Cell::new(0usize));
+    while !shared.stopping() {
+        if shared.conns.load(Ordering::Acquire) >= w.engine.server().max_connections {
+            // At the instance's limit: leave new connections in the backlog until one closes.
+            monoio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
+        let stop = shared.listen();
+        if shared.stopping() {
+            break;
+        }
+        let accepted = monoio::select! {
+            r = listener.accept() => Some(r),
+            _ = stop => None,
+        };
+        match accepted {
+            None => break,
+            Some(Ok((stream, peer))) => {
+                shared.conns.fetch_add(1, Ordering::AcqRel);
+                active.set(active.get() + 1);
+                let guard = ConnGuard {
+                    shared: shared.clone(),
+                    active: active.clone(),
+                };
+                let w = w.clone();
+                monoio::spawn(async move {
+                    let _guard = guard;
+                    serve(w, stream, peer).await;
+                });
+            }
+            Some(Err(e)) => {
+                // EMFILE and friends: back off instead of spinning.
+                eprintln!("weir-gateway: accept failed: {e}");
+                monoio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    drop(listener);
+    let drain_until = Instant::now() + w.engine.server().drain_timeout;
+    while active.get() > 0 && Instant::now() < drain_until {
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    w.pool.clear();
+}

@@ -1,0 +1,119 @@
+//! Gateway-only behaviour: command line, drivers.
+
+use std::path::Path;
+use std::process::Command;
+
+use weir_e2e::harness::Gateway;
+use weir_e2e::scenarios::config;
+use weir_e2e::upstreams::RawUpstream;
+
+const BIN: &str = env!("CARGO_BIN_EXE_weir-gateway");
+
+#[test]
+fn check_accepts_the_example_and_names_file_line_key_on_errors() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gateway.toml");
+    let out = Command::new(BIN)
+        .arg("--check")
+        .arg("--config")
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("flaky") && text.contains("slow"), "{text}");
+
+    let dir = weir_e2e::harness::scratch_dir();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[server]\nlisten = \"127.0.0.1:1\"\n\n[[upstreams]]\nname = \"a\"\nendpoints = [\"127.0.0.1:1\"]\nconnect_timeout_ms = \"soon\"\n").unwrap();
+    let out = Command::new(BIN)
+        .arg("--check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml") && err.contains(":7") && err.contains("connect_timeout_ms"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn no_config_is_an_error_with_a_hint() {
+    let out = Command::new(BIN).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--demo"));
+}
+
+#[test]
+fn legacy_driver_proxies() {
+    let up = RawUpstream::echo();
+    let cfg = config(
+        &[("echo", up.addr)],
+        "[[routes]]\nid = \"all\"\nmatch = { path_prefix = \"/\" }\nupstream = \"echo\"\n",
+    );
+    let gw = Gateway::start_with(Path::new(BIN), &cfg, &["--driver", "legacy"]);
+    let mut c = weir_e2e::Client::connect(gw.addr).unwrap();
+    for _ in 0..3 {
+        assert_eq!(c.get("/legacy", &[]).unwrap().status, 200);
+    }
+    assert!(gw.stderr_text().contains("legacy"), "{}", gw.stderr_text());
+}
+
+#[test]
+fn demo_serves_the_seed_routes_and_prints_curl_lines() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let port = weir_e2e::harness::free_port();
+    let admin = weir_e2e::harness::free_port();
+    let mut child = Command::new(BIN)
+        .args([
+            "--demo",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin",
+            &format!("127.0.0.1:{admin}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let until = Instant::now() + Duration::from_secs(15);
+    let ok = loop {
+        if let Ok(mut c) = weir_e2e::Client::connect(addr) {
+            break c.get("/ok", &[]).unwrap();
+        }
+        assert!(Instant::now() < until, "demo did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(ok.status, 200);
+    let slow = weir_e2e::client::get(addr, "/slow", &[]);
+    assert_eq!(slow.status, 504);
+    let flaky = weir_e2e::client::get(addr, "/flaky", &["idempotency-key: demo-test"]);
+    assert_eq!(
+        (flaky.status, flaky.header("x-weir-attempts")),
+        (200, Some("2"))
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{err}");
+    assert!(
+        err.contains(&format!("curl -i http://127.0.0.1:{port}/ok")),
+        "{err}"
+    );
+}

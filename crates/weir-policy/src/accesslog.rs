@@ -1,0 +1,222 @@
+//! The access log: one JSON object per request, written by a dedicated thread.
+//!
+//! Requests never wait for the log: records go through a bounded channel with
+//! `try_send`, and a full channel drops the record and counts it (see
+//! [`crate::Engine::access_log_dropped`]). The thread writes through a buffer and flushes
+//! whenever the channel runs empty, so a record is on disk or stdout well within a second.
+//! The record holds no request header at all (so never `Authorization` or cookies) and the
+//! path without its query string; the key is a digest.
+
+use crate::policy::AccessLogTarget;
+use serde::Serialize;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One upstream attempt in a record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct AttemptRec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+    pub ms: u64,
+}
+
+/// One request.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Record {
+    pub ts: String,
+    pub request_id: String,
+    pub instance: String,
+    pub route: String,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub reason: Option<&'static str>,
+    pub key_digest: Option<String>,
+    pub scope: Option<&'static str>,
+    pub remaining: Option<u64>,
+    pub attempts: Vec<AttemptRec>,
+    pub queue_ms: u64,
+    pub duration_ms: u64,
+    pub revision: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratelimit: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+}
+
+enum Msg {
+    Line(String),
+    Flush(SyncSender<()>),
+}
+
+/// The sending side; the thread ends when this is dropped.
+pub(crate) struct AccessLog {
+    tx: Option<SyncSender<Msg>>,
+    pub(crate) dropped: AtomicU64,
+}
+
+const QUEUE: usize = 16 * 1024;
+
+impl AccessLog {
+    pub(crate) fn start(target: &AccessLogTarget) -> std::io::Result<AccessLog> {
+        let out: Box<dyn Write + Send> = match target {
+            AccessLogTarget::Off => {
+                return Ok(AccessLog {
+                    tx: None,
+                    dropped: AtomicU64::new(0),
+                });
+            }
+            AccessLogTarget::Stdout => Box::new(std::io::stdout()),
+            AccessLogTarget::File(p) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ),
+        };
+        let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
+        std::thread::Builder::new()
+            .name("weir-access-log".into())
+            .spawn(move || {
+                let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+                loop {
+                    let first = match rx.recv_timeout(Duration::from_millis(500)) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    };
+                    let mut acks = Vec::new();
+                    let mut handle =
+                        |m: Msg, w: &mut std::io::BufWriter<Box<dyn Write + Send>>| match m {
+                            Msg::Line(l) => {
+                                let _ = w.write_all(l.as_bytes());
+                                let _ = w.write_all(b"\n");
+                            }
+                            Msg::Flush(ack) => acks.push(ack),
+                        };
+                    handle(first, &mut w);
+                    while let Ok(m) = rx.try_recv() {
+                        handle(m, &mut w);
+                    }
+                    let _ = w.flush();
+                    for a in acks {
+                        let _ = a.send(());
+                    }
+                }
+                let _ = w.flush();
+            })?;
+        Ok(AccessLog {
+            tx: Some(tx),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn write(&self, rec: &Record) {
+        let Some(tx) = &self.tx else { return };
+        let Ok(line) = serde_json::to_string(rec) else {
+            return;
+        };
+        match tx.try_send(Msg::Line(line)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Blocks until everything sent so far is written (tests, shutdown).
+    pub(crate) fn flush(&self) {
+        let Some(tx) = &self.tx else { return };
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if tx.send(Msg::Flush(ack_tx)).is_ok() {
+            let _ = ack_rx.recv_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+/// Now as RFC 3339 UTC with milliseconds (`2024-05-01T12:00:00.123Z`).
+pub(crate) fn now_rfc3339() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(d.as_secs(), d.subsec_millis())
+}
+
+fn rfc3339(secs: u64, millis: u32) -> String {
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(rfc3339(1_714_564_800, 123), "2024-05-01T12:00:00.123Z");
+    }
+
+    #[test]
+    fn file_sink_writes_and_flushes() {
+        let dir = std::env::temp_dir().join(format!("weir-log-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("a.log");
+        let _ = std::fs::remove_file(&p);
+        let log = AccessLog::start(&AccessLogTarget::File(p.clone())).unwrap();
+        let rec = Record {
+            ts: now_rfc3339(),
+            request_id: "r1".into(),
+            instance: "i".into(),
+            route: "ok".into(),
+            method: "GET".into(),
+            path: "/ok".into(),
+            status: 200,
+            reason: None,
+            key_digest: None,
+            scope: None,
+            remaining: Some(1),
+            attempts: vec![AttemptRec {
+                status: Some(200),
+                error: None,
+                ms: 3,
+            }],
+            queue_ms: 0,
+            duration_ms: 3,
+            revision: 1,
+            shadow: None,
+            ratelimit: None,
+            error: None,
+        };
+        log.write(&rec);
+        log.flush();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["attempts"][0]["status"], 200);
+        assert_eq!(v["route"], "ok");
+        assert!(v.get("shadow").is_none());
+    }
+}

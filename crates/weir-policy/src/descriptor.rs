@@ -1,0 +1,192 @@
+//! Request descriptors: the key a rate limit counts by, built from trusted, bounded parts.
+//!
+//! Two hashes of the same bytes serve two purposes. The *table hash* (64-bit SipHash-1-3
+//! with a per-engine random key) indexes the in-process keyed table: keyed so that an
+//! attacker who picks consumer ids cannot aim collisions at one slot. The *digest*
+//! (128-bit SipHash-2-4 with a fixed key, hex) is stable across instances and restarts:
+//! it names the key in access logs and in the global store (`weir:{route}:DIGEST`) without
+//! ever writing the raw key (which may be an API token) anywhere.
+
+use crate::policy::{KeyPart, RateLimitPolicy};
+use core::hash::Hasher;
+use siphasher::sip::SipHasher13;
+use siphasher::sip128::{Hasher128, SipHasher24};
+use std::net::IpAddr;
+
+/// Case-insensitive request header lookup, implemented by each frontend's header map.
+pub trait Headers {
+    /// The first value of header `name` (given lowercase), if present.
+    fn get(&self, name: &str) -> Option<&[u8]>;
+}
+
+impl Headers for [(&str, &str)] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes())
+    }
+}
+
+impl<const N: usize> Headers for [(&str, &str); N] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        Headers::get(self.as_slice(), name)
+    }
+}
+
+impl Headers for Vec<(String, String)> {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes())
+    }
+}
+
+impl Headers for &[(&str, &str)] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        Headers::get(*self, name)
+    }
+}
+
+/// No headers at all.
+impl Headers for () {
+    fn get(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Why a descriptor could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DescriptorError {
+    /// A part is missing or empty and `deny_empty_key` is set.
+    Empty,
+    /// A part is longer than `max_key_bytes`.
+    TooLong,
+}
+
+/// A built descriptor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    /// Keyed 64-bit hash for the local table.
+    pub table_hash: u64,
+    /// Stable hex digest for logs and the global store.
+    pub digest: String,
+}
+
+/// Builds the descriptor for `rl` (the route id is part of every key's namespace).
+pub(crate) fn build(
+    rl: &RateLimitPolicy,
+    route: &str,
+    method: &str,
+    headers: &dyn Headers,
+    client_ip: Option<IpAddr>,
+    table_key: (u64, u64),
+) -> Result<Descriptor, DescriptorError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(64);
+    let mut ip_text = String::new();
+    for part in &rl.key {
+        let value: Option<&[u8]> = match part {
+            KeyPart::Route => Some(route.as_bytes()),
+            KeyPart::Method => Some(method.as_bytes()),
+            KeyPart::Header(h) => headers.get(h),
+            KeyPart::ClientIp => client_ip.map(|ip| {
+                ip_text = ip.to_string();
+                ip_text.as_bytes()
+            }),
+        };
+        let value = match value {
+            Some(v) if !v.is_empty() => v,
+            _ if rl.deny_empty_key => return Err(DescriptorError::Empty),
+            _ => b"",
+        };
+        if value.len() as u64 > rl.max_key_bytes {
+            return Err(DescriptorError::TooLong);
+        }
+        // Length-prefixed so ("ab","c") and ("a","bc") differ.
+        buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        buf.extend_from_slice(value);
+    }
+    let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
+    th.write(route.as_bytes());
+    th.write_u8(0xff);
+    th.write(&buf);
+    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+    dh.write(route.as_bytes());
+    dh.write_u8(0xff);
+    dh.write(&buf);
+    Ok(Descriptor {
+        table_hash: th.finish(),
+        digest: format!("{:032x}", dh.finish128().as_u128()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::raw::{Dur, Mode, OnStoreError, Scope};
+    use crate::policy::Algorithm;
+
+    fn rl(key: Vec<KeyPart>, deny: bool) -> RateLimitPolicy {
+        RateLimitPolicy {
+            algorithm: Algorithm::FixedWindow {
+                limit: 1,
+                window: Dur(std::time::Duration::from_secs(1)),
+            },
+            key,
+            deny_empty_key: deny,
+            scope: Scope::Local,
+            on_store_error: OnStoreError::Deny,
+            mode: Mode::Enforce,
+            max_keys: 10,
+            max_key_bytes: 4,
+        }
+    }
+
+    #[test]
+    fn parts_and_errors() {
+        let p = rl(vec![KeyPart::Route, KeyPart::Header("x-c".into())], true);
+        let h = [("X-C", "abc")];
+        let a = build(&p, "r", "GET", &h, None, (1, 2)).unwrap();
+        let b = build(&p, "r", "GET", &h, None, (1, 2)).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.digest.len(), 32);
+        assert!(!a.digest.contains("abc"));
+        let other = build(&p, "r", "GET", &[("x-c", "abd")], None, (1, 2)).unwrap();
+        assert_ne!(a.table_hash, other.table_hash);
+        assert_ne!(a.digest, other.digest);
+        // Different table key: same digest, different table hash.
+        let c = build(&p, "r", "GET", &h, None, (3, 4)).unwrap();
+        assert_eq!(a.digest, c.digest);
+        assert_ne!(a.table_hash, c.table_hash);
+        assert_eq!(
+            build(&p, "r", "GET", &[("x-c", "")], None, (1, 2)),
+            Err(DescriptorError::Empty)
+        );
+        assert_eq!(
+            build(&p, "r", "GET", &(), None, (1, 2)),
+            Err(DescriptorError::Empty)
+        );
+        assert_eq!(
+            build(&p, "r", "GET", &[("x-c", "abcde")], None, (1, 2)),
+            Err(DescriptorError::TooLong)
+        );
+        let lax = rl(vec![KeyPart::Header("x-c".into())], false);
+        let e1 = build(&lax, "r", "GET", &(), None, (1, 2)).unwrap();
+        let e2 = build(&lax, "r", "GET", &[("x-c", "")], None, (1, 2)).unwrap();
+        assert_eq!(e1, e2);
+    }
+
+    #[test]
+    fn ip_and_method() {
+        let p = rl(vec![KeyPart::ClientIp, KeyPart::Method], true);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            build(&p, "r", "GET", &(), None, (0, 0)),
+            Err(DescriptorError::Empty)
+        );
+        // "10.0.0.1" is 8 bytes > max_key_bytes 4
+        assert_eq!(
+            build(&p, "r", "GET", &(), Some(ip), (0, 0)),
+            Err(DescriptorError::TooLong)
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! # weir-policy
+//!
+//! One runtime-agnostic policy engine and config for every weir frontend (the monoio
+//! gateway and the Pingora module): everything of the contract's config, client-visible
+//! behaviour, admin API, metrics and access log that does not touch a socket.
+//!
+//! A frontend only translates: parse the request → [`Engine::begin`] →
+//! [`Flow::admit`] → loop { [`Flow::next_attempt`] → perform it → [`Flow::on_attempt`] }
+//! → write what the engine built → [`Flow::finish`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use weir_policy::{Admission, AttemptResult, Engine, Next, RequestInfo, Timer};
+//!
+//! let engine = Engine::from_toml(r#"
+//!     [log]
+//!     access = "off"
+//!     [[upstreams]]
+//!     name = "blue"
+//!     endpoints = ["127.0.0.1:18181"]
+//!     [[routes]]
+//!     id = "ok"
+//!     match = { path_prefix = "/ok" }
+//!     upstream = "blue"
+//! "#, "demo.toml").unwrap();
+//!
+//! // The frontend's runtime supplies sleeping (here: a timer that never waits).
+//! struct NoWait;
+//! impl Timer for NoWait {
+//!     async fn sleep(&self, _d: Duration) {}
+//! }
+//!
+//! let headers = [("x-request-id", "req-1")];
+//! let req = RequestInfo { method: "GET", path: "/ok?x=1", headers: &headers,
+//!                         client_ip: None, body_len: Some(0) };
+//! let mut flow = engine.begin(&req);
+//! # let block_on = |f| weir_policy::__block_on(f);
+//! match block_on(flow.admit(&NoWait)) {
+//!     Admission::Proceed => {
+//!         let attempt = flow.next_attempt().unwrap();
+//!         assert_eq!(attempt.endpoint.to_string(), "127.0.0.1:18181");
+//!         // ... connect, send, read the response head ...
+//!         match flow.on_attempt(AttemptResult::Response { status: 200 }) {
+//!             Next::Forward { headers } => {
+//!                 assert!(headers.iter().any(|(k, v)| *k == "x-weir-attempts" && v == "1"));
+//!             }
+//!             _ => unreachable!(),
+//!         }
+//!         flow.finish(200, None);
+//!     }
+//!     Admission::Respond(resp) => { let status = resp.status; flow.finish(status, None); }
+//! }
+//! assert_eq!(engine.admin("GET", "/healthz").status, 200);
+//! ```
+//!
+//! Time is the engine's clock ([`Engine::now`]); waits go through the frontend's
+//! [`Timer`]. Tests run whole scenarios on a `ManualClock` with a timer that advances it.
+
+mod accesslog;
+mod concurrency;
+pub mod config;
+mod descriptor;
+mod engine;
+mod flow;
+mod glue;
+mod metrics;
+pub mod policy;
+mod response;
+mod store;
+mod timer;
+
+pub use config::ConfigError;
+pub use config::raw::{AlgorithmKind, Dur, Jitter, Mode, OnStoreError, Scope};
+pub use descriptor::Headers;
+pub use engine::{Engine, Overrides};
+pub use flow::{Admission, Attempt, AttemptResult, Flow, Next, RequestInfo};
+pub use metrics::FAMILIES;
+pub use policy::{
+    AccessLogTarget, PolicySet, RoutePolicy, ServerSettings, StoreConfig, UpstreamSettings,
+};
+pub use response::{GatewayResponse, SimpleResponse};
+pub use store::{GlobalLimit, GlobalStore, StoreError, StoreRequest, store_key};
+pub use timer::Timer;
+pub use weir_core::{Decision, Nanos, Verdict};
+
+/// Polls a future to completion on the current thread (doc examples and tests; frontends
+/// use their runtime).
+#[doc(hidden)]
+pub fn __block_on<F: core::future::Future>(f: F) -> F::Output {
+    use core::task::{Context, Poll, Waker};
+    let mut f = core::pin::pin!(f);
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Fuzz entry for the config parser (cargo-fuzz / proptest drive it): any bytes are
+/// either a compiled [`PolicySet`] or a [`ConfigError`] — never a panic — and a set that
+/// compiles also satisfies every weir-core constructor the engine will call on it (the
+/// engine `expect`s these at load time, so a gap here would be a crash on reload).
+#[doc(hidden)]
+pub fn fuzz_config(data: &[u8]) {
+    let Ok(text) = core::str::from_utf8(data) else {
+        return;
+    };
+    match config::parse(text, "fuzz.toml") {
+        Err(e) => {
+            let shown = e.to_string();
+            assert!(shown.starts_with("fuzz.toml"), "{shown}");
+        }
+        Ok(set) => {
+            for r in &set.routes {
+                let total = weir_core::Nanos::from(r.timeouts.total.0);
+                if let Some(b) = &r.breaker {
+                    glue::breaker_config(b, total).expect("breaker accepted by the compiler");
+                }
+                glue::budget_config(&r.retry.budget).expect("budget accepted by the compiler");
+                glue::backoff(&r.retry.backoff).expect("backoff accepted by the compiler");
+                if let Some(rl) = &r.rate_limit {
+                    glue::check_algorithm(&rl.algorithm).expect("limit accepted by the compiler");
+                }
+                assert!(r.timeouts.per_try <= r.timeouts.total);
+                assert!(set.upstream(&r.upstream).is_some());
+            }
+            let _ = set.describe();
+            let _ = serde_json::to_string(&set).expect("serializable");
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    fn is_sync<T: Send + Sync>() {}
+    is_send::<Flow>();
+    is_sync::<Engine>();
+}

@@ -1,0 +1,139 @@
+//! The global store interface (implemented by the Redis crate).
+//!
+//! Semantics owned here, not by the store: the engine bounds every call with
+//! `[store] timeout_ms` (racing the future against the frontend's [`crate::Timer`]);
+//! an error or a timeout is never a 429 — the route's `on_store_error` decides between
+//! 503 `ratelimit_store_unavailable` (deny, no upstream attempt) and a bypassed pass
+//! (allow, `x-weir-ratelimit: bypassed`, `weir_ratelimit_bypassed_total`). No store
+//! installed behaves as a failing store, and recovery needs no restart: every request
+//! asks again.
+
+use core::future::Future;
+use core::pin::Pin;
+use weir_core::{Decision, Nanos};
+
+/// A shared rate-limit store: one limit for every gateway instance.
+pub trait GlobalStore: Send + Sync + 'static {
+    /// Consumes `req.cost` from the limit at `req.key`, atomically, on the store's clock.
+    fn acquire(
+        &self,
+        req: StoreRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>>;
+}
+
+/// One acquisition against the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreRequest {
+    /// `weir:{ROUTE}:DIGEST` — hash-tagged by route for Redis Cluster; the digest is the
+    /// descriptor digest (never the raw key).
+    pub key: String,
+    /// Route id.
+    pub route: String,
+    /// The limit and its numbers.
+    pub limit: GlobalLimit,
+    /// Units to consume (1 per request).
+    pub cost: u64,
+}
+
+/// The limit a store applies, with the same semantics as the core algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GlobalLimit {
+    /// GCRA token bucket.
+    TokenBucket {
+        /// Admissions per `per`.
+        rate: u64,
+        /// Period.
+        per: Nanos,
+        /// Bucket size.
+        burst: u64,
+    },
+    /// nginx-style leaky bucket.
+    LeakyBucket {
+        /// Admissions per `per`.
+        rate: u64,
+        /// Period.
+        per: Nanos,
+        /// Excess that may queue.
+        burst: u64,
+        /// Excess passed without delay.
+        delay: u64,
+        /// All excess passes without delay.
+        nodelay: bool,
+    },
+    /// Fixed window.
+    FixedWindow {
+        /// Admissions per window.
+        limit: u64,
+        /// Window.
+        window: Nanos,
+    },
+    /// Sliding window counter.
+    SlidingWindow {
+        /// Admissions per window.
+        limit: u64,
+        /// Window.
+        window: Nanos,
+    },
+    /// Exact sliding log.
+    SlidingLog {
+        /// Admissions per window.
+        limit: u64,
+        /// Window.
+        window: Nanos,
+    },
+}
+
+impl From<&crate::policy::Algorithm> for GlobalLimit {
+    fn from(a: &crate::policy::Algorithm) -> Self {
+        use crate::policy::Algorithm as A;
+        match *a {
+            A::TokenBucket { rate, per, burst } => GlobalLimit::TokenBucket {
+                rate,
+                per: per.0.into(),
+                burst,
+            },
+            A::LeakyBucket {
+                rate,
+                per,
+                burst,
+                delay,
+                nodelay,
+            } => GlobalLimit::LeakyBucket {
+                rate,
+                per: per.0.into(),
+                burst,
+                delay,
+                nodelay,
+            },
+            A::FixedWindow { limit, window } => GlobalLimit::FixedWindow {
+                limit,
+                window: window.0.into(),
+            },
+            A::SlidingWindow { limit, window } => GlobalLimit::SlidingWindow {
+                limit,
+                window: window.0.into(),
+            },
+            A::SlidingLog { limit, window } => GlobalLimit::SlidingLog {
+                limit,
+                window: window.0.into(),
+            },
+        }
+    }
+}
+
+/// The store could not answer (connection, protocol, script error...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl core::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "rate-limit store error: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The store key of a descriptor: hash-tagged by route so one route's keys share a slot.
+pub fn store_key(route: &str, digest: &str) -> String {
+    format!("weir:{{{route}}}:{digest}")
+}

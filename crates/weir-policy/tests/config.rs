@@ -1,0 +1,301 @@
+//! Config parsing: the example parses; each error names file, line and key.
+
+use weir_policy::config::parse;
+
+const BASE: &str = r#"[server]
+listen = "127.0.0.1:8080"
+
+[[upstreams]]
+name = "blue"
+endpoints = ["127.0.0.1:18181"]
+
+[[routes]]
+id = "ok"
+match = { path_prefix = "/ok" }
+upstream = "blue"
+"#;
+
+fn err(extra: &str) -> String {
+    let text = format!("{BASE}{extra}");
+    match parse(&text, "gateway.toml") {
+        Ok(_) => panic!("expected an error for:\n{extra}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn example_config_parses() {
+    let text = include_str!("../../../examples/gateway.toml");
+    let set = parse(text, "examples/gateway.toml").unwrap();
+    let ids: Vec<&str> = set.routes.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["ok", "flaky", "slow", "orders"]);
+    assert_eq!(set.server.instance, "gw-a");
+    let d = set.describe();
+    assert!(d.contains("route ok: GET|HEAD /ok -> blue"), "{d}");
+    assert!(d.contains("token_bucket 2 per 1m, burst 2"), "{d}");
+    assert!(
+        d.contains("retry: none") || d.contains("retry: 2 attempts"),
+        "{d}"
+    );
+}
+
+#[test]
+fn defaults_where_the_file_is_silent() {
+    let set = parse(BASE, "g.toml").unwrap();
+    let r = &set.routes[0];
+    assert!(r.rate_limit.is_none() && r.concurrency.is_none());
+    assert!(r.breaker.is_none() && r.fallback.is_none());
+    assert_eq!(r.retry.max_attempts, 1);
+    assert_eq!(r.timeouts.total.to_string(), "30s");
+    assert_eq!(r.timeouts.per_try.to_string(), "30s");
+    assert_eq!(set.upstreams[0].connect_timeout.as_millis(), 1000);
+    assert_eq!(set.server.admin.unwrap().to_string(), "127.0.0.1:9901");
+    assert_eq!(r.retry.max_replay_bytes, 65536);
+}
+
+#[test]
+fn burst_zero_names_line_and_key() {
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nper = \"1s\"\nburst = 0\n",
+    );
+    assert_eq!(
+        e,
+        "gateway.toml:16: routes[0].rate_limit.burst: must be at least 1"
+    );
+}
+
+#[test]
+fn rate_zero() {
+    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 0\n");
+    assert!(
+        e.starts_with("gateway.toml:14: routes[0].rate_limit.rate:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_key() {
+    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nbursty = 3\n");
+    assert!(
+        e.starts_with("gateway.toml:15: routes[0].rate_limit.bursty: unknown field"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_top_level_key() {
+    let e = err("[srever]\nx = 1\n");
+    assert!(
+        e.starts_with("gateway.toml:12: srever: unknown field"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type() {
+    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = \"two\"\n");
+    assert!(
+        e.starts_with("gateway.toml:14: routes[0].rate_limit.rate:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn duration_without_unit() {
+    let e = err("[routes.timeouts]\ntotal = 5\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].timeouts.total:"),
+        "{e}"
+    );
+    assert!(e.contains("no unit"), "{e}");
+    let e = err("[routes.timeouts]\ntotal = \"5\"\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].timeouts.total:"),
+        "{e}"
+    );
+    assert!(e.contains("no unit"), "{e}");
+}
+
+#[test]
+fn per_try_above_total() {
+    let e = err("[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"1s\"\n");
+    assert_eq!(
+        e,
+        "gateway.toml:14: routes[0].timeouts.per_try: per_try (1s) must not exceed total (500ms)"
+    );
+}
+
+#[test]
+fn max_attempts_zero() {
+    let e = err("[routes.retry]\nmax_attempts = 0\n");
+    assert_eq!(
+        e,
+        "gateway.toml:13: routes[0].retry.max_attempts: must be at least 1"
+    );
+}
+
+#[test]
+fn unknown_upstream() {
+    let text = BASE.replace("upstream = \"blue\"", "upstream = \"red\"");
+    let e = parse(&text, "gateway.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with("gateway.toml:11: routes[0].upstream: unknown upstream \"red\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_algorithm() {
+    let e = err("[routes.rate_limit]\nalgorithm = \"magic\"\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].rate_limit.algorithm: unknown variant"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_key_part() {
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nkey = [\"route\", \"cookie:x\"]\n",
+    );
+    assert!(
+        e.starts_with("gateway.toml:15: routes[0].rate_limit.key[1]: bad key part"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_jitter() {
+    let e = err("[routes.retry]\nbackoff = { base = \"10ms\", jitter = \"lots\" }\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].retry.backoff.jitter: unknown variant"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_listen_address() {
+    let text = BASE.replace("127.0.0.1:8080", "localhost");
+    let e = parse(&text, "gateway.toml").unwrap_err().to_string();
+    assert!(
+        e.starts_with("gateway.toml:2: server.listen: invalid address"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_retry_condition_and_status() {
+    let e = err("[routes.retry]\non = [\"503\", \"sometimes\"]\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].retry.on[1]:"),
+        "{e}"
+    );
+    let e = err("[routes.fallback]\nstatus = 99\n");
+    assert!(
+        e.starts_with("gateway.toml:13: routes[0].fallback.status:"),
+        "{e}"
+    );
+}
+
+#[test]
+fn global_scope_needs_store_and_windows_need_limit() {
+    let e =
+        err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nscope = \"global\"\n");
+    assert!(
+        e.starts_with("gateway.toml:15: routes[0].rate_limit.scope:"),
+        "{e}"
+    );
+    let e = err("[routes.rate_limit]\nalgorithm = \"fixed_window\"\nwindow = \"1s\"\n");
+    assert!(e.contains("routes[0].rate_limit.limit: missing"), "{e}");
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1s\"\nburst = 2\n",
+    );
+    assert!(
+        e.starts_with("gateway.toml:16: routes[0].rate_limit.burst: not used"),
+        "{e}"
+    );
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    let e = err("[routes.rate_limit\n");
+    assert!(e.starts_with("gateway.toml:12: invalid TOML"), "{e}");
+}
+
+#[test]
+fn missing_field_and_duplicates() {
+    let e = err("[[routes]]\nid = \"ok\"\nmatch = { path_prefix = \"/x\" }\nupstream = \"blue\"\n");
+    assert!(e.contains("routes[1].id: duplicate route id"), "{e}");
+    let e = err("[[routes]]\nid = \"two\"\nupstream = \"blue\"\n");
+    assert!(
+        e.contains("routes[1]") && e.contains("missing field `match`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn breaker_needs_a_trip_condition() {
+    let e = err("[routes.breaker]\nfailure_on = [\"5xx\"]\n");
+    assert!(
+        e.starts_with("gateway.toml:12: routes[0].breaker: needs a trip condition"),
+        "{e}"
+    );
+}
+
+#[test]
+fn core_parameter_limits_name_the_key() {
+    // weir-core's constructors are checked at load time and reported like any other error.
+    let e = err("[routes.breaker]\nfailure_rate = 0.5\nwindow = 30\nmin_calls = 10\n");
+    assert!(
+        e.contains("routes[0].breaker.window: out of range (at most 29)"),
+        "{e}"
+    );
+    let e = err(
+        "[routes.breaker]\nconsecutive_failures = 3\nhalf_open = { probes = 300, successes = 1 }\n",
+    );
+    assert!(
+        e.contains("routes[0].breaker.half_open.probes: out of range (at most 255)"),
+        "{e}"
+    );
+    let e = err("[routes.breaker]\nconsecutive_failures = 70000\n");
+    assert!(
+        e.contains("routes[0].breaker.consecutive_failures: out of range"),
+        "{e}"
+    );
+    let e = err("[routes.retry]\nbudget = { ratio = 0.2, ttl = \"500ms\" }\n");
+    assert!(
+        e.contains("routes[0].retry.budget.ttl: must be at least 1s"),
+        "{e}"
+    );
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 4611686018427387904\n",
+    );
+    assert!(e.contains("routes[0].rate_limit.burst:"), "{e}");
+    let e = err(
+        "[routes.rate_limit]\nalgorithm = \"sliding_window\"\nlimit = 100000000\nwindow = \"1s\"\n",
+    );
+    assert!(e.contains("routes[0].rate_limit.limit:"), "{e}");
+}
+
+#[test]
+fn fuzz_entry_survives_mutations() {
+    // A cheap, deterministic stand-in for the fuzzer: truncations and byte flips of the
+    // example config must give errors, never panics.
+    let base = std::fs::read("../../examples/gateway.toml").unwrap();
+    weir_policy::fuzz_config(&base);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for n in 0..400 {
+        let mut v = base.clone();
+        v.truncate(base.len() * (n % 97) / 96);
+        for _ in 0..(n % 5) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !v.is_empty() {
+                let i = (x as usize) % v.len();
+                v[i] = b"0123456789=\"[]{}.,\n -_azs"[(x >> 32) as usize % 25];
+            }
+        }
+        weir_policy::fuzz_config(&v);
+    }
+}

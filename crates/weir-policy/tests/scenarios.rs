@@ -1,0 +1,1201 @@
+//! Seed scenarios (PRODUCT.md) on a manual clock: a simulated client and upstream drive
+//! `Engine` through whole requests. No sockets, no sleeping, deterministic.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use weir_core::{Clock, ManualClock, Nanos};
+use weir_policy::*;
+
+struct ManualTimer(Arc<ManualClock>);
+impl Timer for ManualTimer {
+    async fn sleep(&self, d: Duration) {
+        self.0.advance(Nanos::from(d));
+    }
+}
+
+/// What the simulated upstream does for one attempt.
+#[derive(Clone, Copy)]
+enum Up {
+    /// Answers with this status after this long.
+    Status(u16, u64),
+    /// Connection refused.
+    Refused,
+}
+
+struct Sim {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    calls: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct Out {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    upstream_calls: u64,
+    elapsed_ms: u64,
+}
+
+impl Out {
+    fn h(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn reason(&self) -> Option<&str> {
+        self.h("x-weir-reason")
+    }
+}
+
+fn sim(toml: &str) -> Sim {
+    let clock = Arc::new(ManualClock::new(Nanos::from_secs(1000)));
+    let c: Arc<dyn Clock + Send + Sync> = clock.clone();
+    let engine = Engine::from_toml_with_clock(toml, "test.toml", c).unwrap();
+    Sim {
+        engine,
+        clock,
+        calls: Arc::new(AtomicU64::new(0)),
+    }
+}
+
+impl Sim {
+    fn replica(&self, toml: &str) -> Sim {
+        let c: Arc<dyn Clock + Send + Sync> = self.clock.clone();
+        Sim {
+            engine: Engine::from_toml_with_clock(toml, "test.toml", c).unwrap(),
+            clock: self.clock.clone(),
+            calls: self.calls.clone(),
+        }
+    }
+
+    fn run(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        mut upstream: impl FnMut(u32) -> Up,
+    ) -> Out {
+        let timer = ManualTimer(self.clock.clone());
+        let start = self.clock.now();
+        let calls_before = self.calls.load(Ordering::SeqCst);
+        let req = RequestInfo {
+            method,
+            path,
+            headers: &headers,
+            client_ip: Some("10.0.0.7".parse().unwrap()),
+            body_len: Some(0),
+        };
+        let mut flow = self.engine.begin(&req);
+        let resp = match __block_on(flow.admit(&timer)) {
+            Admission::Respond(r) => (r.status, r.headers, r.body),
+            Admission::Proceed => loop {
+                let a = match flow.next_attempt() {
+                    Ok(a) => a,
+                    Err(r) => break (r.status, r.headers, r.body),
+                };
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                let result = match upstream(a.number) {
+                    Up::Refused => AttemptResult::ConnectFailure,
+                    Up::Status(s, ms) => {
+                        let d = Duration::from_millis(ms);
+                        if d > a.per_try_timeout {
+                            self.clock.advance(a.per_try_timeout.into());
+                            AttemptResult::PerTryTimeout
+                        } else {
+                            self.clock.advance(d.into());
+                            AttemptResult::Response { status: s }
+                        }
+                    }
+                };
+                match flow.on_attempt(result) {
+                    Next::Forward { headers } => {
+                        let AttemptResult::Response { status } = result else {
+                            panic!("forward without response")
+                        };
+                        break (status, headers, b"upstream".to_vec());
+                    }
+                    Next::Retry { backoff } => self.clock.advance(backoff.into()),
+                    Next::Respond(r) => break (r.status, r.headers, r.body),
+                }
+            },
+        };
+        flow.finish(resp.0, None);
+        Out {
+            status: resp.0,
+            headers: resp.1,
+            body: resp.2,
+            upstream_calls: self.calls.load(Ordering::SeqCst) - calls_before,
+            elapsed_ms: (self.clock.now() - start).as_millis(),
+        }
+    }
+
+    fn metrics(&self) -> String {
+        String::from_utf8(self.engine.admin("GET", "/metrics").body).unwrap()
+    }
+}
+
+const UPSTREAMS: &str = r#"
+[server]
+instance = "gw-a"
+[log]
+access = "off"
+[store]
+kind = "redis"
+url = "redis://127.0.0.1:6379/0"
+timeout_ms = 100
+[[upstreams]]
+name = "blue"
+endpoints = ["127.0.0.1:18181"]
+"#;
+
+fn cfg(routes: &str) -> String {
+    format!("{UPSTREAMS}{routes}")
+}
+
+/// A fake shared store: admits the first `limit` units per key; can fail or hang.
+#[derive(Default)]
+struct FakeStore {
+    used: Mutex<HashMap<String, u64>>,
+    limit: u64,
+    fail: AtomicBool,
+    hang: AtomicBool,
+    keys: Mutex<Vec<String>>,
+}
+
+impl GlobalStore for FakeStore {
+    fn acquire(
+        &self,
+        req: StoreRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>> {
+        if self.hang.load(Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        if self.fail.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(StoreError("connection refused".into())) });
+        }
+        self.keys.lock().unwrap().push(req.key.clone());
+        let mut used = self.used.lock().unwrap();
+        let u = used.entry(req.key).or_default();
+        let d = if *u + req.cost <= self.limit {
+            *u += req.cost;
+            Decision {
+                verdict: Verdict::Admit,
+                remaining: self.limit - *u,
+                retry_after: Nanos::ZERO,
+                reset_after: Nanos::from_secs(30),
+            }
+        } else {
+            Decision {
+                verdict: Verdict::Reject,
+                remaining: 0,
+                retry_after: Nanos::from_millis(29_500),
+                reset_after: Nanos::from_millis(29_500),
+            }
+        };
+        Box::pin(async move { Ok(d) })
+    }
+}
+
+const GLOBAL_OK: &str = r#"
+[[routes]]
+id = "ok"
+match = { path_prefix = "/ok" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 2
+per = "60s"
+burst = 2
+key = ["route", "header:x-consumer-id"]
+scope = "global"
+on_store_error = "deny"
+"#;
+
+#[test]
+fn replicas_share_a_global_limit() {
+    let store = Arc::new(FakeStore {
+        limit: 2,
+        ..FakeStore::default()
+    });
+    let a = sim(&cfg(GLOBAL_OK));
+    let b = a.replica(&cfg(GLOBAL_OK));
+    let a = Sim {
+        engine: a.engine.with_store(store.clone()),
+        ..a
+    };
+    let b = Sim {
+        engine: b.engine.with_store(store.clone()),
+        ..b
+    };
+    let h = [("x-consumer-id", "alice")];
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        let s = if i % 2 == 0 { &a } else { &b };
+        statuses.push(s.run("GET", "/ok", &h, |_| Up::Status(200, 1)));
+    }
+    let codes: Vec<u16> = statuses.iter().map(|o| o.status).collect();
+    assert_eq!(codes, [200, 200, 429, 429]);
+    assert_eq!(a.calls.load(Ordering::SeqCst), 2, "upstream saw 2");
+    let rejected = &statuses[2];
+    assert_eq!(rejected.reason(), Some("rate_limited"));
+    assert_eq!(rejected.h("retry-after"), Some("30"));
+    assert_eq!(rejected.h("ratelimit-policy"), Some("\"ok\";q=2;w=60"));
+    assert_eq!(rejected.h("ratelimit"), Some("\"ok\";r=0;t=30"));
+    assert_eq!(statuses[0].h("ratelimit"), Some("\"ok\";r=1;t=30"));
+    // Keys are hash-tagged by route and never contain the raw consumer id.
+    let keys = store.keys.lock().unwrap();
+    assert!(keys[0].starts_with("weir:{ok}:"), "{}", keys[0]);
+    assert!(!keys[0].contains("alice"));
+    assert!(
+        keys.iter().all(|k| *k == keys[0]),
+        "same key from both replicas"
+    );
+}
+
+#[test]
+fn store_failure_is_explicit_deny() {
+    let store = Arc::new(FakeStore {
+        limit: 100,
+        ..FakeStore::default()
+    });
+    let s = sim(&cfg(GLOBAL_OK));
+    let s = Sim {
+        engine: s.engine.with_store(store.clone()),
+        ..s
+    };
+    let h = [("x-consumer-id", "c")];
+    store.fail.store(true, Ordering::SeqCst);
+    let o = s.run("GET", "/ok", &h, |_| Up::Status(200, 1));
+    assert_eq!(o.status, 503);
+    assert_eq!(o.reason(), Some("ratelimit_store_unavailable"));
+    assert_eq!(o.upstream_calls, 0);
+    // A hanging store times out after timeout_ms; still never a 429.
+    store.fail.store(false, Ordering::SeqCst);
+    store.hang.store(true, Ordering::SeqCst);
+    let o = s.run("GET", "/ok", &h, |_| Up::Status(200, 1));
+    assert_eq!(o.status, 503);
+    assert_eq!(o.elapsed_ms, 100);
+    // Recovery needs no restart.
+    store.hang.store(false, Ordering::SeqCst);
+    let o = s.run("GET", "/ok", &h, |_| Up::Status(200, 1));
+    assert_eq!(o.status, 200);
+    assert!(
+        s.metrics().contains(
+            "weir_requests_total{route=\"ok\",outcome=\"ratelimit_store_unavailable\"} 2"
+        )
+    );
+}
+
+#[test]
+fn store_failure_fail_open_is_marked_and_counted() {
+    let s = sim(&cfg(&GLOBAL_OK.replace("\"deny\"", "\"allow\"")));
+    // No store installed at all behaves as a failing store.
+    let o = s.run("GET", "/ok", &[("x-consumer-id", "c")], |_| {
+        Up::Status(200, 1)
+    });
+    assert_eq!(o.status, 200);
+    assert_eq!(o.h("x-weir-ratelimit"), Some("bypassed"));
+    assert_eq!(o.upstream_calls, 1);
+    assert!(
+        s.metrics()
+            .contains("weir_ratelimit_bypassed_total{route=\"ok\"} 1")
+    );
+}
+
+const FLAKY: &str = r#"
+[[routes]]
+id = "flaky"
+match = { path_prefix = "/flaky" }
+upstream = "blue"
+[routes.timeouts]
+total = "2s"
+per_try = "500ms"
+[routes.retry]
+max_attempts = 3
+backoff = { base = "25ms", max = "250ms", jitter = "none" }
+
+[[routes]]
+id = "orders"
+match = { path_prefix = "/orders", methods = ["POST"] }
+upstream = "blue"
+[routes.retry]
+max_attempts = 2
+on = ["503"]
+"#;
+
+#[test]
+fn retries_need_an_idempotent_request() {
+    let s = sim(&cfg(FLAKY));
+    let first_503 = |n: u32| {
+        if n == 1 {
+            Up::Status(503, 5)
+        } else {
+            Up::Status(200, 5)
+        }
+    };
+    let o = s.run("GET", "/flaky", &[], first_503);
+    assert_eq!(o.status, 200);
+    assert_eq!(o.h("x-weir-attempts"), Some("2"));
+    assert_eq!(o.upstream_calls, 2);
+
+    // POST without a key: never retried, the upstream 503 passes through unchanged.
+    let o = s.run("POST", "/orders", &[], first_503);
+    assert_eq!(o.status, 503);
+    assert_eq!(o.reason(), None, "upstream status, not a gateway error");
+    assert_eq!(o.h("x-weir-attempts"), Some("1"));
+    assert_eq!(o.upstream_calls, 1);
+
+    // POST with an idempotency key: retried.
+    let o = s.run("POST", "/orders", &[("idempotency-key", "k1")], first_503);
+    assert_eq!(o.status, 200);
+    assert_eq!(o.upstream_calls, 2);
+    // An empty key does not count.
+    let o = s.run("POST", "/orders", &[("idempotency-key", "")], first_503);
+    assert_eq!(o.upstream_calls, 1);
+
+    let m = s.metrics();
+    assert!(m.contains("weir_retries_total{route=\"flaky\"} 1"), "{m}");
+    assert!(m.contains("weir_upstream_attempts_total{route=\"orders\",result=\"http_5xx\"} 3"));
+}
+
+#[test]
+fn connect_failures_become_502_or_fallback() {
+    let routes = r#"
+[[routes]]
+id = "dead"
+match = { path_prefix = "/dead" }
+upstream = "blue"
+[[routes]]
+id = "soft"
+match = { path_prefix = "/soft" }
+upstream = "blue"
+[routes.fallback]
+status = 200
+body = '{"degraded":true}'
+"#;
+    let s = sim(&cfg(routes));
+    let o = s.run("GET", "/dead", &[], |_| Up::Refused);
+    assert_eq!(o.status, 502);
+    assert_eq!(o.reason(), Some("upstream_unavailable"));
+    let v: serde_json::Value = serde_json::from_slice(&o.body).unwrap();
+    assert_eq!(v["error"], "upstream_unavailable");
+    assert_eq!(v["route"], "dead");
+    assert_eq!(v["instance"], "gw-a");
+    let o = s.run("GET", "/soft", &[], |_| Up::Refused);
+    assert_eq!(o.status, 200);
+    assert_eq!(o.h("x-weir-degraded"), Some("upstream_unavailable"));
+    assert_eq!(o.body, br#"{"degraded":true}"#);
+}
+
+const SLOW: &str = r#"
+[[routes]]
+id = "slow"
+match = { path_prefix = "/slow" }
+upstream = "blue"
+[routes.timeouts]
+total = "500ms"
+per_try = "200ms"
+min_try = "10ms"
+[routes.retry]
+max_attempts = 2
+on = ["per_try_timeout"]
+backoff = { base = "25ms", max = "25ms", jitter = "none" }
+"#;
+
+#[test]
+fn per_try_inside_total() {
+    let s = sim(&cfg(SLOW));
+    let o = s.run("GET", "/slow", &[], |_| Up::Status(200, 350));
+    assert_eq!(o.status, 504);
+    assert_eq!(o.reason(), Some("per_try_timeout"));
+    assert_eq!(o.upstream_calls, 2);
+    assert_eq!(o.elapsed_ms, 425, "200 + 25 backoff + 200");
+    assert!(o.elapsed_ms <= 500);
+
+    // With more attempts the last try is cut by the total budget: deadline_exceeded at 500.
+    let s = sim(&cfg(&SLOW.replace("max_attempts = 2", "max_attempts = 5")));
+    let o = s.run("GET", "/slow", &[], |_| Up::Status(200, 350));
+    assert_eq!(o.status, 504);
+    assert_eq!(o.reason(), Some("deadline_exceeded"));
+    assert_eq!(o.upstream_calls, 3);
+    assert_eq!(o.elapsed_ms, 500);
+
+    // A fast answer is forwarded.
+    let o = s.run("GET", "/slow", &[], |_| Up::Status(200, 50));
+    assert_eq!(o.status, 200);
+}
+
+const KEYED: &str = r#"
+[[routes]]
+id = "keyed"
+match = { path_prefix = "/keyed" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 100
+per = "1s"
+key = ["header:x-consumer-id"]
+max_key_bytes = 8
+
+[[routes]]
+id = "lax"
+match = { path_prefix = "/lax" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 100
+per = "1s"
+key = ["header:x-consumer-id"]
+deny_empty_key = false
+
+[[routes]]
+id = "shadowed"
+match = { path_prefix = "/shadowed" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 100
+per = "1s"
+key = ["header:x-consumer-id"]
+mode = "shadow"
+"#;
+
+#[test]
+fn descriptor_outcomes() {
+    let s = sim(&cfg(KEYED));
+    let o = s.run("GET", "/keyed", &[], |_| Up::Status(200, 1));
+    assert_eq!((o.status, o.reason()), (403, Some("empty_key")));
+    assert_eq!(o.upstream_calls, 0);
+    let o = s.run("GET", "/keyed", &[("x-consumer-id", "")], |_| {
+        Up::Status(200, 1)
+    });
+    assert_eq!((o.status, o.reason()), (403, Some("empty_key")));
+    let o = s.run("GET", "/keyed", &[("x-consumer-id", "123456789")], |_| {
+        Up::Status(200, 1)
+    });
+    assert_eq!((o.status, o.reason()), (400, Some("key_too_long")));
+    let o = s.run("GET", "/lax", &[], |_| Up::Status(200, 1));
+    assert_eq!(o.status, 200);
+    // Shadow: would-reject is counted, the request passes.
+    let o = s.run("GET", "/shadowed", &[], |_| Up::Status(200, 1));
+    assert_eq!(o.status, 200);
+    assert!(
+        s.metrics()
+            .contains("weir_shadow_rejections_total{route=\"shadowed\"} 1")
+    );
+}
+
+#[test]
+fn ids_instance_and_no_route() {
+    let s = sim(&cfg(FLAKY));
+    let o = s.run("GET", "/nowhere", &[("x-request-id", "abc-123")], |_| {
+        Up::Status(200, 1)
+    });
+    assert_eq!(o.status, 404);
+    assert_eq!(o.reason(), Some("no_route"));
+    assert_eq!(o.h("x-request-id"), Some("abc-123"));
+    assert_eq!(o.h("x-weir-instance"), Some("gw-a"));
+    let v: serde_json::Value = serde_json::from_slice(&o.body).unwrap();
+    assert_eq!(v["route"], "-");
+    let o = s.run("GET", "/flaky?q=1", &[("x-request-id", "bad id")], |_| {
+        Up::Status(200, 1)
+    });
+    assert_eq!(o.status, 200);
+    let rid = o.h("x-request-id").unwrap();
+    assert!(rid != "bad id" && rid.len() == 32, "{rid}");
+    assert_eq!(o.h("x-weir-instance"), Some("gw-a"));
+    assert!(
+        s.metrics()
+            .contains("weir_requests_total{route=\"-\",outcome=\"no_route\"} 1")
+    );
+    let r = s.engine.reject_malformed(431, "headers_too_large", None);
+    assert_eq!(r.status, 431);
+    assert_eq!(r.header("x-weir-reason"), Some("headers_too_large"));
+}
+
+#[test]
+fn metrics_expose_every_family_at_start_up() {
+    let s = sim(&cfg(FLAKY));
+    let m = s.metrics();
+    for f in FAMILIES {
+        assert!(m.contains(&format!("# TYPE {f} ")), "missing {f}\n{m}");
+    }
+    assert!(m.contains("weir_inflight{route=\"flaky\"} 0"));
+}
+
+#[test]
+fn admin_api() {
+    let dir = std::env::temp_dir().join(format!("weir-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, cfg(FLAKY)).unwrap();
+    let e = Engine::load(&path).unwrap();
+    assert_eq!(e.admin("GET", "/healthz").status, 200);
+    assert_eq!(e.admin("GET", "/nope").status, 404);
+    assert_eq!(e.admin("POST", "/metrics").status, 405);
+    assert_eq!(e.admin("GET", "/admin/reload").status, 405);
+    let c = e.admin("GET", "/admin/config");
+    let v: serde_json::Value = serde_json::from_slice(&c.body).unwrap();
+    assert_eq!(v["revision"], 1);
+    assert_eq!(v["routes"][0]["id"], "flaky");
+    let r = e.admin("POST", "/admin/reload");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["revision"],
+        2
+    );
+    std::fs::write(
+        &path,
+        cfg(FLAKY).replace("max_attempts = 3", "max_attempts = 0"),
+    )
+    .unwrap();
+    let r = e.admin("POST", "/admin/reload");
+    assert_eq!(r.status, 400);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("routes[0].retry.max_attempts"),
+        "{v}"
+    );
+    assert_eq!(e.revision(), 2, "old set keeps serving");
+    let b = e.admin("GET", "/admin/breakers");
+    assert_eq!(b.status, 200);
+}
+
+#[test]
+fn access_log_records_the_decision() {
+    let dir = std::env::temp_dir().join(format!("weir-log-sc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let _ = std::fs::remove_file(&log);
+    let text = cfg(&format!("{FLAKY}{KEYED}")).replace(
+        "access = \"off\"",
+        &format!("access = {:?}", log.display().to_string()),
+    );
+    let s = sim(&text);
+    s.run(
+        "GET",
+        "/flaky?token=secret",
+        &[("authorization", "Bearer xyz"), ("x-request-id", "r-1")],
+        |n| {
+            if n == 1 {
+                Up::Status(503, 5)
+            } else {
+                Up::Status(200, 7)
+            }
+        },
+    );
+    s.run("GET", "/keyed", &[("x-consumer-id", "alice")], |_| {
+        Up::Status(200, 1)
+    });
+    s.engine.flush_access_log();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("secret") && !text.contains("xyz") && !text.contains("alice"));
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let r = &lines[0];
+    for k in [
+        "ts",
+        "request_id",
+        "instance",
+        "route",
+        "method",
+        "path",
+        "status",
+        "reason",
+        "key_digest",
+        "scope",
+        "remaining",
+        "attempts",
+        "queue_ms",
+        "duration_ms",
+        "revision",
+    ] {
+        assert!(r.get(k).is_some(), "missing {k}: {r}");
+    }
+    assert_eq!(r["request_id"], "r-1");
+    assert_eq!(r["path"], "/flaky");
+    assert_eq!(r["status"], 200);
+    assert_eq!(r["attempts"][0]["status"], 503);
+    assert_eq!(r["attempts"][0]["ms"], 5);
+    assert_eq!(r["attempts"][1]["ms"], 7);
+    assert_eq!(r["revision"], 1);
+    assert_eq!(lines[1]["scope"], "local");
+    assert_eq!(lines[1]["key_digest"].as_str().unwrap().len(), 32);
+}
+
+// ---- local limiters and the breaker (weir-core) ----------------------------------------
+
+const LOCAL_OK: &str = r#"
+[[routes]]
+id = "ok"
+match = { path_prefix = "/ok" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 2
+per = "60s"
+burst = 2
+key = ["route"]
+"#;
+
+#[test]
+
+fn replicas_multiply_local_limits() {
+    let a = sim(&cfg(LOCAL_OK));
+    let b = a.replica(&cfg(LOCAL_OK));
+    let mut ok = 0;
+    for i in 0..8 {
+        let s = if i % 2 == 0 { &a } else { &b };
+        if s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status == 200 {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 4, "two instances with a local bucket of 2 admit 4");
+    let o = a.run("GET", "/ok", &[], |_| Up::Status(200, 1));
+    assert_eq!(o.status, 429);
+    assert_eq!(o.h("ratelimit-policy"), Some("\"ok\";q=2;w=60"));
+    assert_eq!(o.h("retry-after"), Some("30"));
+    assert_eq!(o.h("ratelimit"), Some("\"ok\";r=0;t=30"));
+}
+
+#[test]
+
+fn reload_keeps_state_of_unchanged_policies() {
+    let s = sim(&cfg(LOCAL_OK));
+    assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
+    assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
+    let rev = s
+        .engine
+        .reload_from_toml(&cfg(&format!("{LOCAL_OK}{FLAKY}")), "t.toml")
+        .unwrap();
+    assert_eq!(rev, 2);
+    assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 429);
+    // Changed parameters: fresh state.
+    s.engine
+        .reload_from_toml(&cfg(&LOCAL_OK.replace("burst = 2", "burst = 3")), "t.toml")
+        .unwrap();
+    assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
+}
+
+#[test]
+
+fn breaker_three_phases_with_fallback() {
+    let routes = r#"
+[[routes]]
+id = "b"
+match = { path_prefix = "/b" }
+upstream = "blue"
+[routes.breaker]
+consecutive_failures = 3
+cooldown = { base = "5s", max = "60s", multiplier = 2.0, jitter = 0.0 }
+half_open = { probes = 1, successes = 1 }
+[routes.fallback]
+status = 200
+body = "degraded"
+"#;
+    let s = sim(&cfg(routes));
+    for _ in 0..3 {
+        assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(500, 1)).status, 500);
+    }
+    let o = s.run("GET", "/b", &[], |_| Up::Status(200, 1));
+    assert_eq!(o.h("x-weir-degraded"), Some("circuit_open"));
+    assert_eq!(o.upstream_calls, 0);
+    s.clock.advance(Nanos::from_secs(5));
+    let o = s.run("GET", "/b", &[], |_| Up::Status(200, 1));
+    assert_eq!((o.status, o.upstream_calls), (200, 1), "probe");
+    let m = s.metrics();
+    assert!(
+        m.contains("weir_breaker_transitions_total{route=\"b\",from=\"closed\",to=\"open\"} 1")
+    );
+    assert!(m.contains(
+        "weir_breaker_transitions_total{route=\"b\",from=\"half_open\",to=\"closed\"} 1"
+    ));
+    assert!(m.contains("weir_breaker_state{route=\"b\"} 0"));
+}
+
+// ---- concurrent flows on the manual clock --------------------------------------------
+
+/// A timer whose sleeps end when the manual clock reaches their end (the test advances
+/// the clock), so several flows can wait at once.
+struct ClockTimer(Arc<ManualClock>);
+struct Sleep {
+    clock: Arc<ManualClock>,
+    until: Nanos,
+}
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.clock.now() >= self.until {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+impl Timer for ClockTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        Sleep {
+            clock: self.0.clone(),
+            until: self.0.now() + Nanos::from(d),
+        }
+    }
+}
+
+fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn begin(s: &Sim, path: &str, headers: &[(&str, &str)]) -> Flow {
+    s.engine.begin(&RequestInfo {
+        method: "GET",
+        path,
+        headers: &headers,
+        client_ip: None,
+        body_len: Some(0),
+    })
+}
+
+/// One upstream attempt answered 200 at once; returns the forwarded headers.
+fn proxy_ok(flow: &mut Flow) -> Vec<(&'static str, String)> {
+    flow.next_attempt().expect("attempt");
+    match flow.on_attempt(AttemptResult::Response { status: 200 }) {
+        Next::Forward { headers } => headers,
+        other => panic!("expected forward, got {other:?}"),
+    }
+}
+
+fn reason(r: &GatewayResponse) -> Option<&str> {
+    r.header("x-weir-reason")
+}
+
+#[test]
+fn micro_burst_is_shaped_by_a_leaky_bucket() {
+    let routes = r#"
+[[routes]]
+id = "shaped"
+match = { path_prefix = "/shaped" }
+upstream = "blue"
+[routes.timeouts]
+total = "2s"
+[routes.rate_limit]
+algorithm = "leaky_bucket"
+rate = 10
+per = "1s"
+burst = 5
+delay = 1
+"#;
+    let s = sim(&cfg(routes));
+    let timer = ClockTimer(s.clock.clone());
+    let t0 = s.clock.now();
+    // Ten requests arrive in the same instant.
+    let mut flows: Vec<Flow> = (0..10).map(|_| begin(&s, "/shaped", &[])).collect();
+    let mut done: Vec<Option<(u16, u64, Option<String>)>> = vec![None; 10];
+    {
+        let mut futs: Vec<_> = flows
+            .iter_mut()
+            .map(|f| Box::pin(f.admit(&timer)))
+            .collect();
+        for _ in 0..=100 {
+            for (i, f) in futs.iter_mut().enumerate() {
+                if done[i].is_none()
+                    && let Poll::Ready(a) = poll_once(f.as_mut())
+                {
+                    let waited = (s.clock.now() - t0).as_millis();
+                    done[i] = Some(match a {
+                        Admission::Proceed => (200, waited, None),
+                        Admission::Respond(r) => (
+                            r.status,
+                            waited,
+                            r.header("retry-after").map(str::to_string),
+                        ),
+                    });
+                }
+            }
+            s.clock.advance(Nanos::from_millis(10));
+        }
+    }
+    let done: Vec<_> = done.into_iter().map(Option::unwrap).collect();
+    let immediate = done.iter().filter(|d| d.0 == 200 && d.1 == 0).count();
+    let mut delayed: Vec<u64> = done
+        .iter()
+        .filter(|d| d.0 == 200 && d.1 > 0)
+        .map(|d| d.1)
+        .collect();
+    delayed.sort();
+    let rejected: Vec<_> = done.iter().filter(|d| d.0 == 429).collect();
+    // nginx limit_req: 1 + `delay` pass at once, the rest of `burst` is spaced at the
+    // rate (100 ms), and the excess beyond `burst` is rejected at once with Retry-After.
+    assert_eq!(immediate, 2, "{done:?}");
+    assert_eq!(delayed, [100, 200, 300, 400], "{done:?}");
+    assert_eq!(rejected.len(), 4, "{done:?}");
+    assert!(
+        rejected
+            .iter()
+            .all(|d| d.1 == 0 && d.2.as_deref() == Some("1"))
+    );
+    for (f, d) in flows.iter_mut().zip(&done) {
+        if d.0 == 200 {
+            proxy_ok(f);
+        }
+    }
+    for (f, d) in flows.into_iter().zip(&done) {
+        f.finish(d.0, None);
+    }
+    let m = s.metrics();
+    assert!(m.contains("weir_requests_total{route=\"shaped\",outcome=\"rate_limited\"} 4"));
+    assert!(m.contains("weir_requests_total{route=\"shaped\",outcome=\"proxied\"} 6"));
+}
+
+const QUEUED: &str = r#"
+[[routes]]
+id = "q"
+match = { path_prefix = "/q" }
+upstream = "blue"
+[routes.timeouts]
+total = "2s"
+[routes.concurrency]
+max = 1
+queue = 1
+queue_timeout = "100ms"
+
+[[routes]]
+id = "qd"
+match = { path_prefix = "/deadline" }
+upstream = "blue"
+[routes.timeouts]
+total = "50ms"
+[routes.concurrency]
+max = 1
+queue = 4
+queue_timeout = "1s"
+"#;
+
+#[test]
+fn concurrency_queue_full_timeout_and_handoff() {
+    let s = sim(&cfg(QUEUED));
+    let timer = ClockTimer(s.clock.clone());
+
+    // A holds the only permit.
+    let mut a = begin(&s, "/q", &[]);
+    assert!(matches!(
+        poll_once(pin!(a.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    // B waits in the queue (length 1).
+    let mut b = begin(&s, "/q", &[]);
+    let mut c = begin(&s, "/q", &[]);
+    {
+        let mut fb = Box::pin(b.admit(&timer));
+        assert!(poll_once(fb.as_mut()).is_pending(), "B queued");
+        // C: permit taken and queue full -> 503 concurrency_limited, at once.
+        match poll_once(pin!(c.admit(&timer))) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (503, Some("concurrency_limited")));
+            }
+            other => panic!("C: {:?}", other.map(|_| ())),
+        }
+        // A finishes after 30 ms: its permit goes to B, which proceeds.
+        s.clock.advance(Nanos::from_millis(30));
+        proxy_ok(&mut a);
+        a.finish(200, None);
+        assert!(matches!(
+            poll_once(fb.as_mut()),
+            Poll::Ready(Admission::Proceed)
+        ));
+    }
+    c.finish(503, None);
+
+    // D queues behind B and its wait ends at queue_timeout: 503 queue_timeout.
+    let mut d = begin(&s, "/q", &[]);
+    {
+        let mut fd = Box::pin(d.admit(&timer));
+        assert!(poll_once(fd.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(99));
+        assert!(poll_once(fd.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(1));
+        match poll_once(fd.as_mut()) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (503, Some("queue_timeout")));
+            }
+            other => panic!("D: {:?}", other.map(|_| ())),
+        }
+    }
+    d.finish(503, None);
+    proxy_ok(&mut b);
+    b.finish(200, None);
+
+    // A wait cut by the route's total budget (50 ms < queue_timeout) is a 504.
+    let mut e = begin(&s, "/deadline", &[]);
+    assert!(matches!(
+        poll_once(pin!(e.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    let mut f = begin(&s, "/deadline", &[]);
+    {
+        let mut ff = Box::pin(f.admit(&timer));
+        assert!(poll_once(ff.as_mut()).is_pending());
+        s.clock.advance(Nanos::from_millis(50));
+        match poll_once(ff.as_mut()) {
+            Poll::Ready(Admission::Respond(r)) => {
+                assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
+            }
+            other => panic!("F: {:?}", other.map(|_| ())),
+        }
+    }
+    f.finish(504, None);
+    // E's own 50 ms are spent too: no attempt starts.
+    let r = e.next_attempt().unwrap_err();
+    assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
+    e.finish(504, None);
+
+    let m = s.metrics();
+    for line in [
+        "weir_requests_total{route=\"q\",outcome=\"concurrency_limited\"} 1",
+        "weir_requests_total{route=\"q\",outcome=\"queue_timeout\"} 1",
+        "weir_requests_total{route=\"q\",outcome=\"proxied\"} 2",
+        "weir_requests_total{route=\"qd\",outcome=\"deadline_exceeded\"} 2",
+        "weir_inflight{route=\"q\"} 0",
+    ] {
+        assert!(m.contains(line), "missing {line}\n{m}");
+    }
+}
+
+#[test]
+fn a_dropped_waiter_passes_the_permit_on() {
+    let s = sim(&cfg(&QUEUED.replace("queue = 1\n", "queue = 2\n")));
+    let timer = ClockTimer(s.clock.clone());
+    let mut a = begin(&s, "/q", &[]);
+    assert!(matches!(
+        poll_once(pin!(a.admit(&timer))),
+        Poll::Ready(Admission::Proceed)
+    ));
+    let mut b = begin(&s, "/q", &[]);
+    let mut c = begin(&s, "/q", &[]);
+    let mut fb = Box::pin(b.admit(&timer));
+    let mut fc = Box::pin(c.admit(&timer));
+    assert!(poll_once(fb.as_mut()).is_pending());
+    assert!(poll_once(fc.as_mut()).is_pending());
+    a.finish(200, None);
+    // B's client goes away before it is polled again: the wakeup must reach C.
+    drop(fb);
+    assert!(matches!(
+        poll_once(fc.as_mut()),
+        Poll::Ready(Admission::Proceed)
+    ));
+}
+
+const OVERFLOW: &str = r#"
+[[routes]]
+id = "k"
+match = { path_prefix = "/k" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 1
+per = "60s"
+burst = 1
+key = ["header:x-consumer-id"]
+max_keys = 2
+
+[[routes]]
+id = "w"
+match = { path_prefix = "/w" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "fixed_window"
+limit = 1
+window = "60s"
+key = ["header:x-consumer-id"]
+max_keys = 2
+"#;
+
+#[test]
+fn keyed_state_overflow_never_refreshes_an_exhausted_key() {
+    let s = sim(&cfg(OVERFLOW));
+    for route in ["k", "w"] {
+        let path = format!("/{route}");
+        let go = |who: &str| {
+            s.run("GET", &path, &[("x-consumer-id", who)], |_| {
+                Up::Status(200, 0)
+            })
+            .status
+        };
+        // Two keys fill the table and exhaust their limits.
+        assert_eq!(go("alice"), 200, "{route}");
+        assert_eq!(go("bob"), 200, "{route}");
+        assert_eq!(go("alice"), 429, "{route}");
+        // New keys share one overflow limiter: the first passes, the rest are throttled.
+        assert_eq!(go("carol"), 200, "{route}");
+        for i in 0..20 {
+            assert_eq!(go(&format!("churn-{i}")), 429, "{route}");
+        }
+        // Churn never hands the exhausted key a fresh limiter.
+        assert_eq!(go("alice"), 429, "{route}");
+        assert_eq!(go("bob"), 429, "{route}");
+        let m = s.metrics();
+        let line = format!("weir_keys_overflow_total{{route=\"{route}\"}} 21");
+        assert!(m.contains(&line), "missing {line}\n{m}");
+    }
+}
+
+#[test]
+fn breaker_metrics_and_admin_view() {
+    let routes = r#"
+[[routes]]
+id = "b"
+match = { path_prefix = "/b" }
+upstream = "blue"
+[routes.breaker]
+consecutive_failures = 2
+cooldown = { base = "5s", max = "60s", multiplier = 2.0, jitter = 0.0 }
+half_open = { probes = 1, successes = 1 }
+"#;
+    let s = sim(&cfg(routes));
+    let state = |s: &Sim| -> serde_json::Value {
+        let r = s.engine.admin("GET", "/admin/breakers");
+        assert_eq!(r.status, 200);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["revision"], 1);
+        v["breakers"][0].clone()
+    };
+    assert_eq!(state(&s)["state"], "closed");
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 0"));
+    for _ in 0..2 {
+        s.run("GET", "/b", &[], |_| Up::Refused);
+    }
+    let v = state(&s);
+    assert_eq!(
+        (v["route"].as_str(), v["state"].as_str()),
+        (Some("b"), Some("open"))
+    );
+    assert_eq!(v["last_transition"]["to"], "open");
+    assert_eq!(v["config"]["consecutive_failures"], 2);
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 1"));
+    let o = s.run("GET", "/b", &[], |_| Up::Status(200, 0));
+    assert_eq!((o.status, o.reason()), (503, Some("circuit_open")));
+    assert_eq!(o.upstream_calls, 0);
+
+    // Past the cooldown the next call is a probe: the gauge reads half-open.
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(state(&s)["state"], "half_open");
+    assert!(s.metrics().contains("weir_breaker_state{route=\"b\"} 2"));
+    // The probe fails: OPEN again, and the next cooldown doubles (10 s).
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Refused).status, 502);
+    let v = state(&s);
+    assert_eq!(v["state"], "open");
+    assert_eq!(v["failed_recoveries"], 1);
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(200, 0)).status, 503);
+    s.clock.advance(Nanos::from_secs(5));
+    assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(200, 0)).status, 200);
+    assert_eq!(state(&s)["state"], "closed");
+
+    let m = s.metrics();
+    for (from, to, n) in [
+        ("closed", "open", 1),
+        ("open", "half_open", 2),
+        ("half_open", "open", 1),
+        ("half_open", "closed", 1),
+    ] {
+        let line = format!(
+            "weir_breaker_transitions_total{{route=\"b\",from=\"{from}\",to=\"{to}\"}} {n}"
+        );
+        assert!(m.contains(&line), "missing {line}\n{m}");
+    }
+    assert!(m.contains("weir_breaker_state{route=\"b\"} 0"));
+    assert!(m.contains("weir_requests_total{route=\"b\",outcome=\"circuit_open\"} 2"));
+}
+
+#[test]
+fn ratelimit_fields_for_windows() {
+    let routes = r#"
+[[routes]]
+id = "fw"
+match = { path_prefix = "/fw" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "fixed_window"
+limit = 3
+window = "10s"
+
+[[routes]]
+id = "log"
+match = { path_prefix = "/log" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "sliding_log"
+limit = 2
+window = "10s"
+
+[[routes]]
+id = "sw"
+match = { path_prefix = "/sw" }
+upstream = "blue"
+[routes.rate_limit]
+algorithm = "sliding_window"
+limit = 2
+window = "10s"
+"#;
+    let s = sim(&cfg(routes));
+    let get = |p: &str| s.run("GET", p, &[], |_| Up::Status(200, 0));
+    let fields = |o: &Out| {
+        (
+            o.status,
+            o.h("ratelimit").unwrap_or("-").to_string(),
+            o.h("retry-after").map(str::to_string),
+        )
+    };
+    let mut seen = Vec::new();
+    // The clock starts at 1000 s, a multiple of the 10 s window.
+    seen.push(("fw", fields(&get("/fw"))));
+    s.clock.advance(Nanos::from_secs(4));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("fw", fields(&get("/fw"))));
+    seen.push(("log", fields(&get("/log"))));
+    s.clock.advance(Nanos::from_secs(3));
+    seen.push(("log", fields(&get("/log"))));
+    seen.push(("log", fields(&get("/log"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    seen.push(("sw", fields(&get("/sw"))));
+    let o = get("/fw");
+    assert_eq!(o.h("ratelimit-policy"), Some("\"fw\";q=3;w=10"));
+    let o = get("/log");
+    assert_eq!(o.h("ratelimit-policy"), Some("\"log\";q=2;w=10"));
+    let want = |st: u16, rl: &str, ra: Option<&str>| (st, rl.to_string(), ra.map(str::to_string));
+    assert_eq!(
+        seen,
+        vec![
+            // fixed: R = limit − used; T = until the window ends (at 1010 s).
+            ("fw", want(200, "\"fw\";r=2;t=10", None)),
+            ("fw", want(200, "\"fw\";r=1;t=6", None)),
+            ("fw", want(200, "\"fw\";r=0;t=6", None)),
+            ("fw", want(429, "\"fw\";r=0;t=6", Some("6"))),
+            // log: T = until the oldest counted event leaves the window.
+            ("log", want(200, "\"log\";r=1;t=10", None)),
+            ("log", want(200, "\"log\";r=0;t=7", None)),
+            ("log", want(429, "\"log\";r=0;t=7", Some("7"))),
+            // sliding counter at 1007 s (window [1000, 1010), previous one empty): the
+            // count is prev × (1 − elapsed/window) + cur, so one event stops counting
+            // only when it has decayed out of the previous window (1020 s: T = 13), and
+            // of two, one unit frees when 2 × (1 − x/10) ≤ 1 (1015 s: T = 8).
+            ("sw", want(200, "\"sw\";r=1;t=13", None)),
+            ("sw", want(200, "\"sw\";r=0;t=8", None)),
+            ("sw", want(429, "\"sw\";r=0;t=8", Some("8"))),
+        ]
+    );
+}

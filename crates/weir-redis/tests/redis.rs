@@ -1,0 +1,433 @@
+//! Against a real `redis-server` on loopback (started per test on its own port).
+//! Skips with a message when `redis-server` is not installed (`cargo xtask test`
+//! installs it, so CI always runs these).
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use weir_core::{Nanos, Verdict};
+use weir_redis::{Limit, RedisSettings, RedisStore, StoreErrorKind};
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start_on(port: u16) -> Option<Server> {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "local",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let s = Server { child, port };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(s);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on {port}");
+    }
+    fn start() -> Option<Server> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            eprintln!("redis-server not installed: skipping (cargo xtask test installs it)");
+            return None;
+        }
+        Self::start_on(free_port())
+    }
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+    fn cli(&self, args: &[&str]) {
+        let _ = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A minimal executor (no tokio): proves the store's futures are runtime-agnostic.
+fn block_on<F: Future>(f: F) -> F::Output {
+    struct Unpark(thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park_timeout(Duration::from_millis(10));
+    }
+}
+
+fn store(url: &str, lease: u64, timeout_ms: u64) -> RedisStore {
+    RedisStore::start(RedisSettings {
+        url: url.into(),
+        timeout: Duration::from_millis(timeout_ms),
+        lease,
+    })
+    .unwrap()
+}
+
+const MINUTE: Nanos = Nanos::from_secs(60);
+
+#[test]
+fn two_instances_share_one_bucket() {
+    let Some(srv) = Server::start() else { return };
+    let a = store(&srv.url(), 0, 500);
+    let b = store(&srv.url(), 0, 500);
+    let limit = Limit::TokenBucket {
+        rate: 2,
+        per: MINUTE,
+        burst: 2,
+    };
+    let key = "weir:{ok:abc}";
+    let d1 = block_on(a.acquire(key, &limit, 1)).unwrap();
+    let d2 = block_on(b.acquire(key, &limit, 1)).unwrap();
+    let d3 = block_on(a.acquire(key, &limit, 1)).unwrap();
+    let d4 = block_on(b.acquire(key, &limit, 1)).unwrap();
+    assert_eq!((d1.verdict, d1.remaining), (Verdict::Admit, 1));
+    assert_eq!((d2.verdict, d2.remaining), (Verdict::Admit, 0));
+    assert_eq!(d3.verdict, Verdict::Reject);
+    assert_eq!(d4.verdict, Verdict::Reject);
+    // One token every 30 s: the retry is just under 30 s, never more.
+    let secs = d3.retry_after.as_secs_ceil();
+    assert!(
+        (29..=30).contains(&secs),
+        "retry_after {:?}",
+        d3.retry_after
+    );
+    assert_eq!(d3.reset_after, d3.retry_after);
+    // Another key is independent.
+    assert_eq!(
+        block_on(a.acquire("weir:{ok:other}", &limit, 2))
+            .unwrap()
+            .verdict,
+        Verdict::Admit
+    );
+}
+
+#[test]
+fn key_expires_when_state_is_fresh_again() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    let limit = Limit::TokenBucket {
+        rate: 10,
+        per: Nanos::from_millis(100),
+        burst: 5,
+    };
+    assert!(
+        block_on(s.acquire("weir:{ttl:k}", &limit, 5))
+            .unwrap()
+            .is_allowed()
+    );
+    let out = Command::new("redis-cli")
+        .args(["-p", &srv.port.to_string(), "PTTL", "weir:{ttl:k}"])
+        .output()
+        .unwrap();
+    let pttl: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    // 5 tokens at 10 per 100 ms refill in 50 ms: the key lives no longer than that (+1 ms).
+    assert!((1..=51).contains(&pttl), "pttl {pttl}");
+}
+
+#[test]
+fn windows_count_on_the_server() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    for limit in [
+        Limit::FixedWindow {
+            limit: 3,
+            window: MINUTE,
+        },
+        Limit::SlidingWindow {
+            limit: 3,
+            window: MINUTE,
+        },
+    ] {
+        let key = format!("weir:{{w:{limit:?}}}");
+        let got: Vec<_> = (0..4)
+            .map(|_| block_on(s.acquire(&key, &limit, 1)).unwrap())
+            .collect();
+        assert!(
+            got[..3].iter().all(|d| d.is_allowed()),
+            "{limit:?}: {got:?}"
+        );
+        assert_eq!(got[2].remaining, 0);
+        assert_eq!(got[3].verdict, Verdict::Reject, "{limit:?}");
+        assert!(
+            got[3].retry_after > Nanos::ZERO && got[3].retry_after <= Nanos::from_secs(120),
+            "{got:?}"
+        );
+    }
+}
+
+#[test]
+fn cost_above_capacity_is_an_error_not_a_denial() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    let e = block_on(s.acquire(
+        "weir:{c:k}",
+        &Limit::TokenBucket {
+            rate: 1,
+            per: MINUTE,
+            burst: 2,
+        },
+        3,
+    ))
+    .unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Config);
+}
+
+#[test]
+fn unreachable_store_fails_fast_and_recovers_without_restart() {
+    let port = free_port();
+    let s = store(&format!("redis://127.0.0.1:{port}/0"), 0, 200);
+    let limit = Limit::TokenBucket {
+        rate: 100,
+        per: Nanos::from_secs(1),
+        burst: 100,
+    };
+    let t = Instant::now();
+    let e = block_on(s.acquire("weir:{r:k}", &limit, 1)).unwrap_err();
+    assert!(
+        matches!(
+            e.kind,
+            StoreErrorKind::Unavailable | StoreErrorKind::Timeout
+        ),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The same store object works once Redis comes up...
+    let Some(srv) = Server::start_on(port) else {
+        return;
+    };
+    let mut ok = false;
+    for _ in 0..50 {
+        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_ok() {
+            ok = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ok, "store did not recover after redis came up");
+    // ...fails when it dies...
+    drop(srv);
+    let mut failed = false;
+    for _ in 0..50 {
+        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_err() {
+            failed = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(failed, "store kept answering after redis died");
+    // ...and recovers again when it is back.
+    let _srv = Server::start_on(port).unwrap();
+    let mut ok = false;
+    for _ in 0..50 {
+        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_ok() {
+            ok = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ok, "store did not reconnect");
+}
+
+#[test]
+fn a_stalled_server_is_a_timeout() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 100);
+    let limit = Limit::FixedWindow {
+        limit: 10,
+        window: MINUTE,
+    };
+    assert!(block_on(s.acquire("weir:{t:k}", &limit, 1)).is_ok());
+    let port = srv.port;
+    let sleeper = thread::spawn(move || {
+        let _ = Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "DEBUG", "SLEEP", "0.6"])
+            .output();
+    });
+    thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let e = block_on(s.acquire("weir:{t:k}", &limit, 1)).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Timeout, "{e}");
+    assert!(
+        t.elapsed() < Duration::from_millis(450),
+        "took {:?}",
+        t.elapsed()
+    );
+    sleeper.join().unwrap();
+    srv.cli(&["PING"]);
+}
+
+/// With leases of `p`, the fleet never admits more than the exact single-bucket ideal
+/// plus `p` over the measured span (the documented bound; `instances × p` is the looser
+/// promise). Three instances, four threads each, for ~0.6 s.
+#[test]
+fn lease_over_admission_is_bounded() {
+    let Some(srv) = Server::start() else { return };
+    let (rate, burst, lease) = (200u64, 20u64, 10u64);
+    let limit = Limit::TokenBucket {
+        rate,
+        per: Nanos::from_secs(1),
+        burst,
+    };
+    let stores: Vec<_> = (0..3).map(|_| store(&srv.url(), lease, 500)).collect();
+    let start = Instant::now();
+    let admitted: u64 = thread::scope(|sc| {
+        let hs: Vec<_> = stores
+            .iter()
+            .flat_map(|s| (0..4).map(move |_| s))
+            .map(|s| {
+                sc.spawn(move || {
+                    let mut n = 0;
+                    while start.elapsed() < Duration::from_millis(600) {
+                        if block_on(s.acquire("weir:{lease:k}", &limit, 1))
+                            .unwrap()
+                            .is_allowed()
+                        {
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let span = start.elapsed().as_secs_f64();
+    let ideal = burst as f64 + rate as f64 * span;
+    eprintln!(
+        "lease {lease}: admitted {admitted} over {span:.3}s, ideal {ideal:.1}, bound {:.1}",
+        ideal + lease as f64
+    );
+    assert!(
+        admitted as f64 <= ideal + lease as f64,
+        "admitted {admitted} > ideal {ideal:.1} + lease {lease}"
+    );
+    // And the limit is actually being used (not starved by expiring leases).
+    assert!(
+        admitted as f64 >= 0.5 * ideal,
+        "admitted only {admitted} of ideal {ideal:.1}"
+    );
+}
+
+#[test]
+fn leaky_bucket_shapes_like_nginx() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    // 2 per second, burst 2, delay 1: pass, pass (within delay), delay ~500ms, reject.
+    let limit = Limit::LeakyBucket {
+        rate: 2,
+        per: Nanos::from_secs(1),
+        burst: 2,
+        delay: 1,
+        nodelay: false,
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{lk:k}", &limit, 1)).unwrap())
+        .collect();
+    assert_eq!(got[0].verdict, Verdict::Admit, "{got:?}");
+    assert_eq!(got[1].verdict, Verdict::Admit, "{got:?}");
+    match got[2].verdict {
+        Verdict::Delay(d) => assert!(
+            d > Nanos::from_millis(400) && d <= Nanos::from_millis(500),
+            "{d:?}"
+        ),
+        v => panic!("expected a delay, got {v:?}"),
+    }
+    assert_eq!(got[3].verdict, Verdict::Reject, "{got:?}");
+    assert!(
+        got[3].retry_after > Nanos::ZERO && got[3].retry_after <= Nanos::from_millis(500),
+        "{got:?}"
+    );
+    // nodelay: the accepted excess passes at once.
+    let nd = Limit::LeakyBucket {
+        rate: 2,
+        per: Nanos::from_secs(1),
+        burst: 2,
+        delay: 0,
+        nodelay: true,
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{lk:nd}", &nd, 1)).unwrap().verdict)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Verdict::Admit,
+            Verdict::Admit,
+            Verdict::Admit,
+            Verdict::Reject
+        ]
+    );
+}
+
+#[test]
+fn sliding_log_is_exact() {
+    let Some(srv) = Server::start() else { return };
+    let s = store(&srv.url(), 0, 500);
+    let limit = Limit::SlidingLog {
+        limit: 3,
+        window: Nanos::from_millis(300),
+    };
+    let got: Vec<_> = (0..4)
+        .map(|_| block_on(s.acquire("weir:{sl:k}", &limit, 1)).unwrap())
+        .collect();
+    assert!(got[..3].iter().all(|d| d.is_allowed()), "{got:?}");
+    assert_eq!(got[3].verdict, Verdict::Reject);
+    assert!(got[3].retry_after <= Nanos::from_millis(300), "{got:?}");
+    thread::sleep(Duration::from(got[3].retry_after) + Duration::from_millis(5));
+    assert!(
+        block_on(s.acquire("weir:{sl:k}", &limit, 1))
+            .unwrap()
+            .is_allowed()
+    );
+}
