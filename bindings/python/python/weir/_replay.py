@@ -79,11 +79,15 @@ class ReplayResult:
 
     __slots__ = ("allowed", "remaining", "retry_after", "delay", "admitted")
 
-    def __init__(self, allowed: bytes, remaining: bytes, retry_after: bytes, delay: bytes, admitted: int):
-        self.allowed = memoryview(allowed).cast("?")
-        self.remaining = memoryview(remaining).cast("Q")
-        self.retry_after = memoryview(retry_after).cast("d")
-        self.delay = memoryview(delay).cast("d")
+    def __init__(self, columns: bytes, admitted: int):
+        # One bytes object from the native loop: remaining | retry_after | delay (8·n
+        # bytes each) | allowed (n bytes); each column is a zero-copy slice of it.
+        n = len(columns) // 25
+        m = memoryview(columns)
+        self.remaining = m[: 8 * n].cast("Q")
+        self.retry_after = m[8 * n : 16 * n].cast("d")
+        self.delay = m[16 * n : 24 * n].cast("d")
+        self.allowed = m[24 * n :].cast("?")
         self.admitted = admitted
 
     def __len__(self) -> int:
@@ -115,11 +119,11 @@ class ReplayResult:
 def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
     """Runs a whole arrival trace through ``limiter`` on its ``ManualClock``.
 
-    For each event ``i`` the limiter's clock is *set* to ``times[i]`` (seconds; rounded to
-    the nearest nanosecond) and ``limiter.try_acquire(costs[i])`` is decided by the core
-    — the same step as a single call. Times need not be sorted: a time earlier than the
+    For each event ``i`` the core decides ``costs[i]`` at ``times[i]`` (seconds; rounded to
+    the nearest nanosecond) — the same step as ``limiter.try_acquire(costs[i])`` with the
+    clock set to ``times[i]``. Times need not be sorted: a time earlier than the
     previous one is a clock rewind, which the core never turns into extra capacity. After
-    the call the clock reads the last time. Inputs are validated before anything runs:
+    the call the clock reads the last event's time. Inputs are validated before anything runs:
     NaN/negative times, costs of a different length, and a cost above the limiter's capacity
     (``InsufficientCapacity``, with ``.index``) leave the limiter untouched.
 
