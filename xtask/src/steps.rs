@@ -100,8 +100,9 @@ fn python() -> Result {
     let py = setup::ensure_venv(PY_PACKAGES)?;
     let pkg = root().join("bindings").join("python");
     let maturin = py.with_file_name("maturin");
+    // No `--release`: pyproject.toml selects the `python` profile (release + fat LTO).
     run(in_venv(&py, &maturin)
-        .args(["develop", "--release", "--quiet"])
+        .args(["develop", "--quiet"])
         .current_dir(&pkg))?;
     run(in_venv(&py, &py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])

@@ -20,8 +20,10 @@ use weir_core::{Decision, Nanos, SharedTokenBucket};
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
 
-/// Bytes of result per event: `remaining` u64, `retry_after` f64, `delay` f64, `allowed` u8.
-pub(crate) const BYTES_PER_EVENT: usize = 25;
+/// Bytes of result per event: `remaining` u64, `wait` f64, `allowed` u8. `wait` is
+/// `retry_after` for a rejected event and `delay` for an admitted one (at most one of the
+/// two is non-zero), so both columns fit in one; [`_split_wait`] separates them on demand.
+pub(crate) const BYTES_PER_EVENT: usize = 17;
 
 /// Something that consumes a step function `(now, cost) -> Decision` over a limiter's core
 /// (static dispatch: the step inlines into the loop).
@@ -59,15 +61,15 @@ struct Fill<'a> {
     times: &'a [u8],
     /// `n` native u64 costs, all within the capacity (validated), or all 1.
     costs: Option<&'a [u8]>,
-    /// `25·n` zeroed bytes: `remaining[n] | retry_after[n] | delay[n] | allowed[n]`.
+    /// `17·n` zeroed bytes: `remaining[n] | wait[n] | allowed[n]`.
     out: &'a mut [u8],
 }
 
 impl Sink for Fill<'_> {
-    /// `(admitted, last time)`.
-    type Out = (u64, Nanos);
+    /// `(admitted, delayed, last time)`.
+    type Out = (u64, u64, Nanos);
     #[inline]
-    fn run<S: FnMut(Nanos, u64) -> Decision>(self, mut step: S) -> (u64, Nanos) {
+    fn run<S: FnMut(Nanos, u64) -> Decision>(self, mut step: S) -> (u64, u64, Nanos) {
         match self.costs {
             None => fill(self.times, self.out, |_| 1, &mut step),
             Some(c) => fill(self.times, self.out, |i| u64_at(c, i), &mut step),
@@ -81,25 +83,23 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
     out: &mut [u8],
     cost: C,
     step: &mut S,
-) -> (u64, Nanos) {
+) -> (u64, u64, Nanos) {
     let n = times.len() / 8;
     let (rem, rest) = out.split_at_mut(8 * n);
-    let (ra, rest) = rest.split_at_mut(8 * n);
-    let (dl, al) = rest.split_at_mut(8 * n);
+    let (wait, al) = rest.split_at_mut(8 * n);
     let al = &mut al[..n];
-    let mut admitted = 0u64;
-    let mut last = None;
-    for (i, (((t, rem), ra), dl)) in times
+    let (mut admitted, mut delayed) = (0u64, 0u64);
+    let mut last = Nanos::ZERO;
+    for (i, ((t, rem), wait)) in times
         .chunks_exact(8)
         .zip(rem.chunks_exact_mut(8))
-        .zip(ra.chunks_exact_mut(8))
-        .zip(dl.chunks_exact_mut(8))
+        .zip(wait.chunks_exact_mut(8))
         .enumerate()
     {
         let mut a = [0u8; 8];
         a.copy_from_slice(t);
         let now = round_ns(f64::from_ne_bytes(a) * 1e9);
-        last = Some(now);
+        last = now;
         let d = step(now, cost(i));
         let ok = d.is_allowed();
         admitted += ok as u64;
@@ -108,15 +108,13 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
         }
         rem.copy_from_slice(&d.remaining.to_ne_bytes());
         // Zero for most events: the buffer starts zeroed, skip the conversion.
-        if !d.retry_after.is_zero() {
-            ra.copy_from_slice(&d.retry_after.as_secs_f64().to_ne_bytes());
-        }
-        let delay = d.delay();
-        if !delay.is_zero() {
-            dl.copy_from_slice(&delay.as_secs_f64().to_ne_bytes());
+        let w = if ok { d.delay() } else { d.retry_after };
+        if !w.is_zero() {
+            delayed += ok as u64;
+            wait.copy_from_slice(&w.as_secs_f64().to_ne_bytes());
         }
     }
-    (admitted, last.unwrap_or(Nanos::ZERO))
+    (admitted, delayed, last)
 }
 
 /// `>= 0` and not NaN.
@@ -174,7 +172,7 @@ fn replay_on<'py, P: PyLimiter>(
     lim: &P,
     times: &[u8],
     costs: Option<&[u8]>,
-) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
     let clock = lim.time().manual().ok_or_else(|| {
         PyValueError::new_err(
             "limiter must run on a weir.ManualClock to be replayed (pass clock=weir.ManualClock())",
@@ -188,26 +186,26 @@ fn replay_on<'py, P: PyLimiter>(
     if let Some(c) = costs {
         check_costs(py, c, n, lim.capacity())?;
     }
-    let mut res = (0u64, None);
+    let mut res = (0u64, 0u64, Nanos::ZERO);
     let buf = PyBytes::new_with(py, n * BYTES_PER_EVENT, |out| {
         let fill = Fill { times, costs, out };
-        let (admitted, last) = if n >= DETACH_AT {
+        res = if n >= DETACH_AT {
             py.detach(|| lim.drive(fill))
         } else {
             lim.drive(fill)
         };
-        res = (admitted, (n > 0).then_some(last));
         Ok(())
     })?;
-    if let Some(last) = res.1 {
-        clock.set(last);
+    if n > 0 {
+        clock.set(res.2);
     }
-    Ok((buf, res.0))
+    Ok((buf, res.0, res.1))
 }
 
-/// `_replay(limiter, times_f64_bytes, costs_u64_bytes_or_None)` → `(columns, admitted)`:
-/// `columns` is one `bytes` of `25·n`: `remaining` (u64), `retry_after` (f64), `delay` (f64)
-/// columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1).
+/// `_replay(limiter, times_f64_bytes, costs_u64_bytes_or_None)` →
+/// `(columns, admitted, delayed)`: `columns` is one `bytes` of `17·n`: `remaining` (u64) and
+/// `wait` (f64 seconds) columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1);
+/// `delayed` counts admitted events with a non-zero delay.
 #[pyfunction]
 #[pyo3(signature = (limiter, times, costs = None))]
 pub(crate) fn _replay<'py>(
@@ -215,7 +213,7 @@ pub(crate) fn _replay<'py>(
     limiter: &Bound<'py, PyAny>,
     times: &Bound<'py, PyBytes>,
     costs: Option<&Bound<'py, PyBytes>>,
-) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
     let times = times.as_bytes();
     let costs = costs.map(|c| c.as_bytes());
     if let Ok(l) = limiter.cast::<PyTokenBucket>() {
@@ -238,6 +236,30 @@ pub(crate) fn _replay<'py>(
          SlidingWindow, SlidingLog), not {}",
         limiter.get_type().name()?
     )))
+}
+
+/// `_split_wait(columns)` → `(retry_after, delay)` f64 bytes: the `wait` column of a
+/// [`_replay`] result split by `allowed` (only needed when some admitted event was delayed).
+#[pyfunction]
+pub(crate) fn _split_wait<'py>(
+    py: Python<'py>,
+    columns: &Bound<'py, PyBytes>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let b = columns.as_bytes();
+    let n = b.len() / BYTES_PER_EVENT;
+    let wait = &b[8 * n..16 * n];
+    let allowed = &b[16 * n..17 * n];
+    let column = |keep: u8| {
+        PyBytes::new_with(py, 8 * n, |out| {
+            for ((o, w), &a) in out.chunks_exact_mut(8).zip(wait.chunks_exact(8)).zip(allowed) {
+                if a == keep {
+                    o.copy_from_slice(w);
+                }
+            }
+            Ok(())
+        })
+    };
+    Ok((column(0)?, column(1)?))
 }
 
 /// Benchmark baseline (not API): the bare core loop a Rust program would write — a fresh
@@ -280,6 +302,11 @@ impl PyProbe {
     }
     /// Does nothing.
     fn noop(&self) {}
+    /// Does nothing, with `try_acquire`'s optional argument (tuple/dict calling convention).
+    #[pyo3(signature = (cost = None))]
+    fn noop_arg(&self, cost: Option<&Bound<'_, PyAny>>) {
+        let _ = cost;
+    }
     /// Returns a new `Decision` (allowed, remaining 1).
     fn decision(&self) -> crate::decision::PyDecision {
         crate::decision::PyDecision::new(Decision {

@@ -268,9 +268,12 @@ class ReplayResult:
 
     allowed: memoryview  # format '?'
     remaining: memoryview  # format 'Q'
-    retry_after: memoryview  # format 'd', seconds
-    delay: memoryview  # format 'd', seconds
     admitted: int
+    delayed: int
+    @property
+    def retry_after(self) -> memoryview: ...  # format 'd', seconds
+    @property
+    def delay(self) -> memoryview: ...  # format 'd', seconds
     @property
     def rejected(self) -> int: ...
     def __len__(self) -> int: ...

@@ -73,28 +73,56 @@ class ReplayResult:
     - ``retry_after``: format ``'d'`` (``float64``) — seconds until that cost fits, 0.0 when allowed;
     - ``delay``: format ``'d'`` — a leaky bucket's hold time, 0.0 otherwise.
 
-    ``admitted`` is the number of allowed events; ``len(result)`` the number of events;
-    ``result[i]`` is a ``(allowed, remaining, retry_after, delay)`` tuple.
+    ``admitted`` is the number of allowed events, ``delayed`` the number of those with a
+    delay; ``len(result)`` the number of events; ``result[i]`` is a
+    ``(allowed, remaining, retry_after, delay)`` tuple.
     """
 
-    __slots__ = ("allowed", "remaining", "retry_after", "delay", "admitted")
+    __slots__ = ("allowed", "remaining", "admitted", "delayed", "_columns", "_wait", "_split")
 
-    def __init__(self, columns: bytes, admitted: int):
-        # One bytes object from the native loop: remaining | retry_after | delay (8·n
-        # bytes each) | allowed (n bytes); each column is a zero-copy slice of it.
-        n = len(columns) // 25
+    def __init__(self, columns: bytes, admitted: int, delayed: int):
+        # One bytes object from the native loop: remaining | wait (8·n bytes each) |
+        # allowed (n bytes). `wait` is retry_after for rejected events and delay for
+        # admitted ones; the two columns are separated only if asked for and needed.
+        n = len(columns) // 17
         m = memoryview(columns)
         self.remaining = m[: 8 * n].cast("Q")
-        self.retry_after = m[8 * n : 16 * n].cast("d")
-        self.delay = m[16 * n : 24 * n].cast("d")
-        self.allowed = m[24 * n :].cast("?")
+        self._wait = m[8 * n : 16 * n].cast("d")
+        self.allowed = m[16 * n :].cast("?")
         self.admitted = admitted
+        self.delayed = delayed
+        self._columns = columns
+        self._split = None
+
+    def _columns_split(self) -> tuple:
+        if self._split is None:
+            n = len(self.allowed)
+            if self.delayed == 0:
+                # Every non-zero wait is a retry_after: no copy; delay is all zeros
+                # (bytes(n) is calloc'd: its pages are not touched until read).
+                self._split = (self._wait, memoryview(bytes(8 * n)).cast("d"))
+            else:
+                ra, dl = _weir._split_wait(self._columns)
+                self._split = (memoryview(ra).cast("d"), memoryview(dl).cast("d"))
+        return self._split
+
+    @property
+    def retry_after(self) -> memoryview:
+        """Seconds until each rejected event's cost would fit; 0.0 for admitted events."""
+        return self._columns_split()[0]
+
+    @property
+    def delay(self) -> memoryview:
+        """Seconds each admitted event is held (leaky bucket); 0.0 otherwise."""
+        return self._columns_split()[1]
 
     def __len__(self) -> int:
         return len(self.allowed)
 
     def __getitem__(self, i: int) -> tuple:
-        return (self.allowed[i], self.remaining[i], self.retry_after[i], self.delay[i])
+        ok = self.allowed[i]
+        w = self._wait[i]
+        return (ok, self.remaining[i], 0.0 if ok else w, w if ok else 0.0)
 
     @property
     def rejected(self) -> int:
