@@ -100,9 +100,8 @@ fn python() -> Result {
     let py = setup::ensure_venv(PY_PACKAGES)?;
     let pkg = root().join("bindings").join("python");
     let maturin = py.with_file_name("maturin");
-    // No `--release`: pyproject.toml selects the `python` profile (release + fat LTO).
     run(in_venv(&py, &maturin)
-        .args(["develop", "--quiet"])
+        .args(["develop", "--release", "--quiet"])
         .current_dir(&pkg))?;
     run(in_venv(&py, &py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
