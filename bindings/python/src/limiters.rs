@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 use std::sync::{Mutex, MutexGuard};
 use weir_core::window::{MAX_FIXED_LIMIT, MAX_SLIDING_LIMIT};
 use weir_core::{
-    Decision, InsufficientCapacity, Nanos, SharedFixedWindow, SharedLeakyBucket,
-    SharedRateLimiter, SharedSlidingWindow, SharedTokenBucket, SlidingLog,
+    Decision, InsufficientCapacity, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter,
+    SharedSlidingWindow, SharedTokenBucket, SlidingLog,
 };
 
 /// `cost=` argument: default 1; negative/huge → ValueError, non-int → TypeError.

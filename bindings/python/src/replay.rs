@@ -251,7 +251,11 @@ pub(crate) fn _split_wait<'py>(
     let allowed = &b[16 * n..17 * n];
     let column = |keep: u8| {
         PyBytes::new_with(py, 8 * n, |out| {
-            for ((o, w), &a) in out.chunks_exact_mut(8).zip(wait.chunks_exact(8)).zip(allowed) {
+            for ((o, w), &a) in out
+                .chunks_exact_mut(8)
+                .zip(wait.chunks_exact(8))
+                .zip(allowed)
+            {
                 if a == keep {
                     o.copy_from_slice(w);
                 }
