@@ -74,7 +74,7 @@ macro_rules! limiter_methods {
         #[pymethods]
         impl $ty {
             /// Takes `cost` (default 1) now if it fits; returns a `Decision`.
-            #[pyo3(signature = (cost = None))]
+            #[pyo3(signature = (cost = None), text_signature = "($self, cost=1)")]
             fn try_acquire(
                 &self,
                 py: Python<'_>,
@@ -86,7 +86,7 @@ macro_rules! limiter_methods {
             }
 
             /// The decision `try_acquire(cost)` would return now, consuming nothing.
-            #[pyo3(signature = (cost = None))]
+            #[pyo3(signature = (cost = None), text_signature = "($self, cost=1)")]
             fn peek(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<PyDecision> {
                 let $s = self;
                 let cost = cost_arg(cost)?;
@@ -160,7 +160,7 @@ limiter_methods!(PyTokenBucket, |s| s.core, {
     }
 
     /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
-    #[pyo3(signature = (n = None))]
+    #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
     fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let n = cost_arg(n)?;
         self.core.refund(self.clock.now(), n);
@@ -214,7 +214,10 @@ shared_replay!(PyLeakyBucket);
 
 limiter_methods!(PyLeakyBucket, |s| s.core, {
     #[new]
-    #[pyo3(signature = (rate, per, burst, delay = None, nodelay = false, clock = None))]
+    #[pyo3(
+        signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
+        text_signature = "(rate, per, burst, delay=0, nodelay=False, clock=None)"
+    )]
     fn new(
         rate: &Bound<'_, PyAny>,
         per: f64,

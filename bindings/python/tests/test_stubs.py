@@ -39,3 +39,16 @@ def test_class_members_match():
         }
         public = {a for a in dir(cls) if not a.startswith("_")}
         assert declared == public, node.name
+
+
+def test_signatures_show_the_contract_defaults():
+    import inspect
+
+    assert str(inspect.signature(weir.LeakyBucket)) == "(rate, per, burst, delay=0, nodelay=False, clock=None)"
+    assert str(inspect.signature(weir.Backoff)) == "(base, max, jitter='full', seed=None, multiplier=2.0)"
+    for cls in (weir.TokenBucket, weir.LeakyBucket, weir.FixedWindow, weir.SlidingWindow, weir.SlidingLog):
+        assert str(inspect.signature(cls.try_acquire)) == "(self, /, cost=1)"
+        assert str(inspect.signature(cls.peek)) == "(self, /, cost=1)"
+    for cls in (weir.FixedWindow, weir.SlidingWindow, weir.SlidingLog):
+        assert str(inspect.signature(cls)) == "(limit, window, clock=None)"
+    assert str(inspect.signature(weir.Semaphore.try_acquire)) == "(self, /, n=1)"
