@@ -7,12 +7,7 @@ use std::process::Command;
 /// A test step: name and body.
 type Step = (&'static str, fn() -> Result);
 
-const TEST_STEPS: &[Step] = &[
-    ("fmt", fmt),
-    ("unit", unit),
-    ("benches-compile", benches_compile),
-    ("python", python),
-];
+const TEST_STEPS: &[Step] = &[("fmt", fmt), ("unit", unit), ("python", python)];
 
 pub(crate) fn test(args: &[String]) -> Result {
     let (only, skip) = selection(args)?;
@@ -63,15 +58,14 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
+/// Unit, property, scenario and end-to-end tests of every crate. `--all-targets` also
+/// builds every criterion suite and runs each benchmark once in test mode, so the benches
+/// never rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
     ensure_apt(&[("cmake", "cmake")])?;
     run(cargo().args(["test", "--workspace", "--all-targets"]))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
-}
-
-fn benches_compile() -> Result {
-    run(cargo().args(["bench", "-p", "weir-bench", "--no-run"]))
 }
 
 /// Python packages the `python` step installs into `target/venv`.
