@@ -62,8 +62,15 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
+/// Unit, property and integration tests of every crate — including the end-to-end suites
+/// (`crates/weir-e2e`, run by each frontend's `tests/e2e.rs` against its real binary) and
+/// the tests against a real `redis-server`, which is installed first; with
+/// `WEIR_REQUIRE_REDIS=1` a Redis test that cannot start Redis fails instead of skipping.
 fn unit() -> Result {
-    run(cargo().args(["test", "--workspace", "--all-targets"]))?;
+    setup::ensure_apt(&[("redis-server", "redis-server")])?;
+    run(cargo()
+        .args(["test", "--workspace", "--all-targets"])
+        .env("WEIR_REQUIRE_REDIS", "1"))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
 }
 
