@@ -58,13 +58,18 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
-/// Unit, property, scenario and end-to-end tests of every crate. `--all-targets` also
-/// builds every criterion suite and runs each benchmark once in test mode, so the benches
-/// never rot (without a second, optimised build of their dependencies).
+/// Unit, property and integration tests of every crate — including the end-to-end suites
+/// (`crates/weir-e2e`, run by each frontend's tests against its real binary) and the tests
+/// against a real `redis-server`, which is installed first; with `WEIR_REQUIRE_REDIS=1` a
+/// Redis test that cannot start Redis fails instead of skipping. `--all-targets` also builds
+/// every criterion suite and runs each benchmark once in test mode, so the benches never
+/// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    ensure_apt(&[("cmake", "cmake")])?;
-    run(cargo().args(["test", "--workspace", "--all-targets"]))?;
+    ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
+    run(cargo()
+        .args(["test", "--workspace", "--all-targets"])
+        .env("WEIR_REQUIRE_REDIS", "1"))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
 }
 
