@@ -1,19 +1,29 @@
-"""Per-call cost of weir's Python binding against the Python peers, in one run.
+"""Per-call cost of weir's Python binding against same-run baselines and the Python peers.
 
-Rows (each admitting: limits are set so nothing is rejected, i.e. the common path):
-  noop               a Python call of an empty function (the loop + call floor)
-  weir TokenBucket   weir.TokenBucket.try_acquire() on the OS monotonic clock
-  weir (manual clk)  the same on a weir.ManualClock
-  pure-Python GCRA   a 10-line token bucket in Python on time.monotonic()
-  pyrate-limiter     Limiter(Rate(...)).try_acquire("k", blocking=False)   (its default bucket)
-  limits fixed       limits FixedWindowRateLimiter(MemoryStorage()).hit(item, "k")
-  limits sliding     limits SlidingWindowCounterRateLimiter(...).hit(item, "k")
-Rounds are interleaved (every row once per round) and medians reported, because the
-machine is shared; ratios within one run are the figures to trust.
+The machine this runs on is usually shared, so every figure is a median over interleaved
+rounds (every row once per round) and is reported twice: per-process **CPU time**
+(`time.process_time_ns`, user + system: what the call costs while it runs) and **wall
+time** (`perf_counter_ns`, which also counts the time other processes held the core).
+Ratios within one run are the figures to trust.
 
-Then weir.replay throughput: a sorted trace of float64 seconds (numpy) through a token
-bucket on a ManualClock, decisions per second (median of rounds), with and without
-the input conversion.
+Per-call rows (each on its admitting path):
+  python noop          a Python call of an empty function (the loop + call floor)
+  pyo3 noop()          an empty pyo3 method without arguments (METH_NOARGS)
+  pyo3 noop_arg()      an empty pyo3 method with try_acquire's `cost=None` parameter: under
+                       abi3-py39 such a method uses the tuple/dict calling convention
+  pyo3 -> Decision     a pyo3 method returning a new weir.Decision (the result object)
+  weir <Limiter>       .try_acquire() on the monotonic clock (TokenBucket also on a manual one)
+  pure-Python GCRA     a 10-line token bucket in Python on time.monotonic()
+  pyrate-limiter       Limiter(Rate(...)).try_acquire("k", blocking=False)   (its default bucket)
+  limits fixed/sliding limits FixedWindow/SlidingWindowCounter RateLimiter on MemoryStorage
+
+Replay rows: a sorted trace of float64 seconds (numpy, ~10 k events/s) through each
+limiter on a ManualClock, decisions per second, against
+  Rust core loop       _weir._bench_core_loop: the loop a Rust program would write over
+                       SharedTokenBucket::acquire (no validation, no output), same trace
+  output-memory floor  touching 17 fresh bytes per event (replay's output size), the part
+                       of replay's cost that is page faults and memory writes
+  numpy add            one streaming numpy pass over the trace
 
 Usage: python bench/python/bench_calls.py [--rounds 7] [--quick] [--json FILE]
 """
@@ -28,6 +38,7 @@ import sys
 import time
 
 import weir
+from weir import _weir
 
 
 class PyGcra:
@@ -52,9 +63,17 @@ def rows():
     def noop():
         pass
 
-    out["noop (call floor)"] = noop
-    out["weir TokenBucket"] = weir.TokenBucket(big, 1.0, 10**6).try_acquire
-    out["weir TokenBucket (manual clock)"] = weir.TokenBucket(big, 1.0, 10**6, clock=weir.ManualClock()).try_acquire
+    probe = _weir._Probe()
+    out["python noop (call floor)"] = noop
+    out["pyo3 noop()"] = probe.noop
+    out["pyo3 noop_arg() (cost=None param)"] = probe.noop_arg
+    out["pyo3 -> new Decision"] = probe.decision
+    out["weir TokenBucket"] = weir.TokenBucket(big, 1.0, 2**40).try_acquire
+    out["weir TokenBucket (manual clock)"] = weir.TokenBucket(big, 1.0, 2**40, clock=weir.ManualClock()).try_acquire
+    out["weir LeakyBucket"] = weir.LeakyBucket(big, 1.0, 2**40, nodelay=True).try_acquire
+    out["weir FixedWindow"] = weir.FixedWindow(2**32 - 1, 1.0).try_acquire
+    out["weir SlidingWindow"] = weir.SlidingWindow(2**24 - 1, 1.0).try_acquire
+    out["weir SlidingLog (32768 per 1 ms)"] = weir.SlidingLog(32768, 0.001).try_acquire
     out["pure-Python GCRA bucket"] = PyGcra(big, 1.0, 10**6).try_acquire
     try:
         from pyrate_limiter import Duration, Limiter, Rate
@@ -76,24 +95,42 @@ def rows():
     return out
 
 
-def per_call(f, n: int) -> float:
-    t0 = time.perf_counter_ns()
+def per_call(f, n: int):
+    w0, c0 = time.perf_counter_ns(), time.process_time_ns()
     for _ in range(n):
         f()
-    return (time.perf_counter_ns() - t0) / n
+    return (time.process_time_ns() - c0) / n, (time.perf_counter_ns() - w0) / n
 
 
 def bench_calls(rounds: int, quick: bool) -> dict:
     fs = rows()
-    fast = {"noop (call floor)", "weir TokenBucket", "weir TokenBucket (manual clock)", "pure-Python GCRA bucket"}
-    res = {k: [] for k in fs}
+    slow = {"pyrate-limiter", "limits fixed window", "limits sliding counter"}
+    cpu = {k: [] for k in fs}
+    wall = {k: [] for k in fs}
     for k, f in fs.items():  # warm-up
         per_call(f, 2000)
     for _ in range(rounds):
         for k, f in fs.items():
-            n = (200_000 if k in fast else 20_000) // (10 if quick else 1)
-            res[k].append(per_call(f, n))
-    return {k: statistics.median(v) for k, v in res.items()}
+            n = (20_000 if k in slow else 200_000) // (10 if quick else 1)
+            c, w = per_call(f, n)
+            cpu[k].append(c)
+            wall[k].append(w)
+    return {k: (statistics.median(cpu[k]), statistics.median(wall[k])) for k in fs}
+
+
+REPLAYED = {
+    "TokenBucket(5000/s, burst 100)": lambda c: weir.TokenBucket(5000, 1.0, 100, clock=c),
+    "LeakyBucket(5000/s, burst 100, delay 50)": lambda c: weir.LeakyBucket(5000, 1.0, 100, delay=50, clock=c),
+    "FixedWindow(5000 per 1 s)": lambda c: weir.FixedWindow(5000, 1.0, clock=c),
+    "SlidingWindow(5000 per 1 s)": lambda c: weir.SlidingWindow(5000, 1.0, clock=c),
+    "SlidingLog(5000 per 1 s)": lambda c: weir.SlidingLog(5000, 1.0, clock=c),
+}
+
+
+def timed(f):
+    w0, c0 = time.perf_counter(), time.process_time()
+    f()
+    return time.process_time() - c0, time.perf_counter() - w0
 
 
 def bench_replay(rounds: int, quick: bool) -> dict:
@@ -103,25 +140,25 @@ def bench_replay(rounds: int, quick: bool) -> dict:
         return {}
     n = 1_000_000 if quick else 10_000_000
     ts = np.cumsum(np.random.default_rng(4).exponential(1e-4, n))  # ~10k events/s
-    raw, conv, floor = [], [], []
+    raw = ts.tobytes()
     out = np.empty_like(ts)
+    res: dict = {}
+
+    def add(name, t):
+        res.setdefault(name, ([], []))
+        res[name][0].append(n / t[0])
+        res[name][1].append(n / t[1])
+
     for _ in range(rounds):
-        # A physical baseline in the same run: one streaming numpy pass (read 8 B, write 8 B).
-        t0 = time.perf_counter()
-        np.add(ts, 1.0, out=out)
-        floor.append(n / (time.perf_counter() - t0))
+        add("Rust core loop (SharedTokenBucket, no output)", timed(lambda: _weir._bench_core_loop(raw, 5000, 10**9, 100)))
+        add("output-memory floor (17 fresh bytes/event)", timed(lambda: bytearray(b"\x01") * (17 * n)))
+        add("numpy add (one streaming pass)", timed(lambda: np.add(ts, 1.0, out=out)))
         tb = weir.TokenBucket(5000, 1.0, 100, clock=weir.ManualClock())
-        b = ts.tobytes()
-        t0 = time.perf_counter()
-        weir._weir._replay(tb, b, None)
-        raw.append(n / (time.perf_counter() - t0))
-        tb = weir.TokenBucket(5000, 1.0, 100, clock=weir.ManualClock())
-        t0 = time.perf_counter()
-        r = weir.replay(tb, ts)
-        conv.append(n / (time.perf_counter() - t0))
-    return {"events": n, "decisions_per_s_core_loop": statistics.median(raw),
-            "decisions_per_s_replay_call": statistics.median(conv), "admitted": r.admitted,
-            "numpy_add_elems_per_s": statistics.median(floor)}
+        add("TokenBucket: _replay core call (input already bytes)", timed(lambda: _weir._replay(tb, raw, None)))
+        for name, make in REPLAYED.items():
+            lim = make(weir.ManualClock())
+            add(f"weir.replay {name}", timed(lambda: weir.replay(lim, ts)))
+    return {"events": n, "per_s": {k: (statistics.median(c), statistics.median(w)) for k, (c, w) in res.items()}}
 
 
 def main() -> int:
@@ -132,19 +169,24 @@ def main() -> int:
     a = ap.parse_args()
     calls = bench_calls(a.rounds, a.quick)
     replay = bench_replay(max(3, a.rounds // 2), a.quick)
-    weir_ns = calls["weir TokenBucket"]
+    ref_c, ref_w = calls["weir TokenBucket"]
+    try:
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[0]
+    except OSError:
+        load = "?"
     print(f"# {time.strftime('%Y-%m-%d')} {platform.python_implementation()} {platform.python_version()} "
-          f"{platform.machine()}, {a.rounds} interleaved rounds, medians")
-    print(f"{'row':36s} {'ns/call':>9s} {'× weir':>8s}")
-    for k, v in calls.items():
-        print(f"{k:36s} {v:9.1f} {v / weir_ns:8.2f}")
+          f"{platform.machine()}, {a.rounds} interleaved rounds, medians, load average {load}")
+    print(f"{'row':40s} {'CPU ns':>9s} {'× weir TB':>9s} {'wall ns':>9s} {'× weir TB':>9s}")
+    for k, (c, w) in calls.items():
+        print(f"{k:40s} {c:9.1f} {c / ref_c:9.2f} {w:9.1f} {w / ref_w:9.2f}")
     if replay:
-        print(f"replay: {replay['events']:,} events, core loop {replay['decisions_per_s_core_loop'] / 1e6:.1f} M decisions/s, "
-              f"weir.replay() incl. conversion {replay['decisions_per_s_replay_call'] / 1e6:.1f} M/s; "
-              f"baseline numpy add {replay['numpy_add_elems_per_s'] / 1e6:.0f} M elements/s")
+        print(f"replay, {replay['events']:,} events: M decisions/s (CPU time, wall time)")
+        for k, (c, w) in replay["per_s"].items():
+            print(f"  {k:62s} {c / 1e6:7.1f} {w / 1e6:7.1f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"calls_ns": calls, "replay": replay}, f, indent=2)
+            json.dump({"calls_ns_cpu_wall": calls, "replay": replay, "load": load}, f, indent=2)
     return 0
 
 

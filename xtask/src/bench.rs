@@ -1,8 +1,13 @@
-//! `cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--bench SUITE] [FILTER]`
+//! `cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--rounds N] [--bench SUITE] [FILTER]`
+//!
+//! `--rounds N` runs the whole selection N times in a row (rounds interleave the rows of
+//! every group: a load spike on a shared machine hits one round, not one row) and reports,
+//! per row, the median over rounds of its median ns and of its ratio to the group's floor
+//! measured in the *same* round.
 //!
 //! Runs the criterion suites of `bench/` (a quick profile unless `--full`), then prints
 //! one table: every benchmark's median, its ratio to the first row of its group (the
-//! groups put the physical floor or the peer first), and — with `--baseline NAME` — the
+//! row named `floor_*`: the CAS loop, or `Instant::now()` in the clock group), and — with `--baseline NAME` — the
 //! change against that saved baseline, flagging regressions beyond the noise threshold.
 //!
 //! Baselines are criterion's own (`target/criterion/<group>/<bench>/<NAME>/`): save one
@@ -20,6 +25,7 @@ pub(crate) fn bench(args: &[String]) -> Result {
     let mut save = None;
     let mut baseline = None;
     let mut full = false;
+    let mut rounds = 1usize;
     let mut suites = Vec::new();
     let mut filter = None;
     let mut it = args.iter();
@@ -28,6 +34,13 @@ pub(crate) fn bench(args: &[String]) -> Result {
             "--save" => save = Some(it.next().ok_or("--save needs a name")?.clone()),
             "--baseline" => baseline = Some(it.next().ok_or("--baseline needs a name")?.clone()),
             "--full" => full = true,
+            "--rounds" => {
+                rounds = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or("--rounds needs a positive number")?
+            }
             "--bench" => suites.push(it.next().ok_or("--bench needs a suite name")?.clone()),
             f if !f.starts_with('-') => filter = Some(f.to_owned()),
             other => return Err(format!("unknown argument {other}")),
@@ -59,13 +72,25 @@ pub(crate) fn bench(args: &[String]) -> Result {
         // Compare without overwriting the saved baseline.
         cmd.args(["--baseline", n]);
     }
-    run(&mut cmd)?;
     let current = save.as_deref().unwrap_or("new");
-    let rows = collect(
-        &root().join("target").join("criterion"),
-        current,
-        baseline.as_deref(),
-    );
+    let mut per_round = Vec::new();
+    for r in 0..rounds {
+        if rounds > 1 {
+            eprintln!("xtask: bench round {} of {rounds}", r + 1);
+        }
+        run(&mut cmd)?;
+        let mut rows = collect(
+            &root().join("target").join("criterion"),
+            current,
+            baseline.as_deref(),
+        );
+        set_ratios(&mut rows);
+        per_round.push(rows);
+    }
+    let rows = merge_rounds(per_round);
+    if rounds > 1 {
+        println!("medians over {rounds} rounds (ratio: median of per-round ratios)");
+    }
     print!("{}", table(&rows));
     let regressions = rows
         .iter()
@@ -85,7 +110,65 @@ struct Row {
     group: String,
     name: String,
     ns: f64,
+    /// Ratio to the first row (the floor) of the group, measured in the same round.
+    ratio: f64,
     change: Option<f64>,
+}
+
+/// Sets each row's ratio to the first row of its group.
+fn set_ratios(rows: &mut [Row]) {
+    let mut first: Option<(String, f64)> = None;
+    for r in rows {
+        if first.as_ref().is_none_or(|(g, _)| *g != r.group) {
+            first = Some((r.group.clone(), r.ns));
+        }
+        r.ratio = first.as_ref().map_or(1.0, |(_, f)| r.ns / f);
+    }
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One row per benchmark: medians over the rounds (row order of the first round).
+fn merge_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
+    let mut it = rounds.into_iter();
+    let Some(first) = it.next() else {
+        return Vec::new();
+    };
+    let rest: Vec<Vec<Row>> = it.collect();
+    first
+        .into_iter()
+        .map(|r| {
+            let same = |o: &&Row| o.group == r.group && o.name == r.name;
+            let others: Vec<&Row> = rest
+                .iter()
+                .filter_map(|round| round.iter().find(same))
+                .collect();
+            let ns = median_of(others.iter().map(|o| o.ns).chain([r.ns]).collect());
+            let ratio = median_of(others.iter().map(|o| o.ratio).chain([r.ratio]).collect());
+            let changes: Vec<f64> = others
+                .iter()
+                .filter_map(|o| o.change)
+                .chain(r.change)
+                .collect();
+            let change = (!changes.is_empty()).then(|| median_of(changes));
+            Row {
+                ns,
+                ratio,
+                change,
+                ..r
+            }
+        })
+        .collect()
 }
 
 fn collect(dir: &Path, current: &str, baseline: Option<&str>) -> Vec<Row> {
@@ -103,7 +186,13 @@ fn collect(dir: &Path, current: &str, baseline: Option<&str>) -> Vec<Row> {
         }
         let mut benches = Vec::new();
         walk(&g, &mut benches);
-        benches.sort();
+        // The floor row (`floor_*`) first, so the ratio column reads "× the floor"; the
+        // rest by name.
+        benches.sort_by_key(|b| {
+            let name = b.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            (!name.starts_with("floor"), name)
+        });
         for b in benches {
             let Some(ns) = median(&b.join(current).join("estimates.json")) else {
                 continue;
@@ -118,6 +207,7 @@ fn collect(dir: &Path, current: &str, baseline: Option<&str>) -> Vec<Row> {
                 group,
                 name: parts.collect::<Vec<_>>().join("/"),
                 ns,
+                ratio: 1.0,
                 change,
             });
         }
@@ -160,12 +250,8 @@ fn table(rows: &[Row]) -> String {
         "{:<28} {:<44} {:>12} {:>9} {:>10}\n",
         "group", "benchmark", "median", "x first", "vs base"
     ));
-    let mut first: Option<(&str, f64)> = None;
     for r in rows {
-        if first.is_none_or(|(g, _)| g != r.group) {
-            first = Some((&r.group, r.ns));
-        }
-        let ratio = first.map_or(1.0, |(_, f)| r.ns / f);
+        let ratio = r.ratio;
         let change = match r.change {
             Some(c) if c > NOISE => format!("{:+.1}% !!", c * 100.0),
             Some(c) => format!("{:+.1}%", c * 100.0),
@@ -214,18 +300,37 @@ mod tests {
                 group: "g".into(),
                 name: "floor".into(),
                 ns: 5.0,
+                ratio: 1.0,
                 change: Some(0.01),
             },
             Row {
                 group: "g".into(),
                 name: "weir".into(),
                 ns: 10.0,
+                ratio: 1.0,
                 change: Some(0.5),
             },
         ];
+        let mut rows = rows;
+        set_ratios(&mut rows);
         let t = table(&rows);
         assert!(t.contains("2.00"), "{t}");
         assert!(t.contains("+50.0% !!"), "{t}");
         assert!(!t.lines().nth(1).unwrap().contains("!!"), "{t}");
+    }
+
+    #[test]
+    fn rounds_take_medians_of_ratios() {
+        let row = |ns: f64| Row {
+            group: "g".into(),
+            name: "x".into(),
+            ns,
+            ratio: ns / 5.0,
+            change: None,
+        };
+        let m = merge_rounds(vec![vec![row(5.0)], vec![row(50.0)], vec![row(10.0)]]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].ns, 10.0);
+        assert_eq!(m[0].ratio, 2.0);
     }
 }

@@ -1,5 +1,6 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
+use crate::setup::ensure_apt;
 use crate::{Result, cargo, root, run, setup, step};
 use std::process::Command;
 
@@ -9,7 +10,6 @@ type Step = (&'static str, fn() -> Result);
 const TEST_STEPS: &[Step] = &[
     ("fmt", fmt),
     ("unit", unit),
-    ("benches-compile", benches_compile),
     ("python", python),
     ("loom", crate::verify::loom),
     ("miri", crate::verify::miri),
@@ -66,13 +66,19 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
+/// Unit, property and integration tests of every crate — including the end-to-end suites
+/// (`crates/weir-e2e`, run by each frontend's tests against its real binary) and the tests
+/// against a real `redis-server`, which is installed first; with `WEIR_REQUIRE_REDIS=1` a
+/// Redis test that cannot start Redis fails instead of skipping. `--all-targets` also builds
+/// every criterion suite and runs each benchmark once in test mode, so the benches never
+/// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
-    run(cargo().args(["test", "--workspace", "--all-targets"]))?;
+    // pingora-core builds zlib-ng through cmake (weir-pingora).
+    ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
+    run(cargo()
+        .args(["test", "--workspace", "--all-targets"])
+        .env("WEIR_REQUIRE_REDIS", "1"))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
-}
-
-fn benches_compile() -> Result {
-    run(cargo().args(["bench", "-p", "weir-bench", "--no-run"]))
 }
 
 pub(crate) fn fuzz(args: &[String]) -> Result {

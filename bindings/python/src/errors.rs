@@ -57,11 +57,6 @@ pub(crate) fn positive_count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> 
     Ok(n)
 }
 
-/// A `ValueError` naming the argument.
-pub(crate) fn value_error(name: &str, what: impl core::fmt::Display) -> PyErr {
-    PyValueError::new_err(format!("{name} {what}"))
-}
-
 /// A core configuration error as a `ValueError`; the core's message names the parameter.
 pub(crate) fn config(e: weir_core::ConfigError) -> PyErr {
     PyValueError::new_err(e.to_string().replace('`', ""))

@@ -20,6 +20,10 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<time::PyManualClock>()?;
     m.add_class::<decision::PyDecision>()?;
     m.add_class::<limiters::PyTokenBucket>()?;
+    m.add_class::<limiters::PyLeakyBucket>()?;
+    m.add_class::<limiters::PyFixedWindow>()?;
+    m.add_class::<limiters::PySlidingWindow>()?;
+    m.add_class::<limiters::PySlidingLog>()?;
     m.add_class::<resilience::PySemaphore>()?;
     m.add_class::<resilience::PyPermit>()?;
     m.add_class::<resilience::PyDeadline>()?;
@@ -27,6 +31,10 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<resilience::PyBackoff>()?;
     m.add_class::<resilience::PyCircuitBreaker>()?;
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::_bench_core_loop, m)?)?;
+    m.add_class::<replay::PyProbe>()?;
+    m.add("MAX_SLIDING_LOG_LIMIT", limiters::MAX_LOG_LIMIT)?;
     m.add(
         "InsufficientCapacity",
         m.py().get_type::<errors::InsufficientCapacity>(),

@@ -1,13 +1,23 @@
-//! The rate limiters: each class wraps the core's lock-free shared form and a clock.
+//! The rate limiters: each class wraps a core limiter and a clock.
 //!
 //! The glue does three things only: read the clock, convert `cost`, wrap the core's
-//! [`weir_core::Decision`]. A new limiter starts full at its clock's current time.
+//! [`weir_core::Decision`]. A new limiter starts full (idle, empty) at its clock's current
+//! time. Token bucket, leaky bucket and both window counters wrap the core's lock-free
+//! shared forms (one `AtomicU64` each); the sliding log has only a single-owner form in the
+//! core (a multi-word ring), so it lives under a `Mutex` here.
 
 use crate::decision::PyDecision;
 use crate::errors;
+use crate::replay::{PyLimiter, Sink};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use weir_core::{SharedRateLimiter, SharedTokenBucket};
+use std::sync::{Mutex, MutexGuard};
+use weir_core::window::{MAX_FIXED_LIMIT, MAX_SLIDING_LIMIT};
+use weir_core::{
+    Decision, InsufficientCapacity, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter,
+    SharedSlidingWindow, SharedTokenBucket, SlidingLog,
+};
 
 /// `cost=` argument: default 1; negative/huge → ValueError, non-int → TypeError.
 #[inline]
@@ -21,40 +31,105 @@ fn cost_arg(cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
     }
 }
 
-/// One acquisition on `core` at the clock's now.
+/// A core outcome as a Python result.
 #[inline]
-pub(crate) fn acquire<L: SharedRateLimiter>(
-    py: Python<'_>,
-    core: &L,
-    clock: &TimeSource,
-    cost: Option<&Bound<'_, PyAny>>,
-) -> PyResult<PyDecision> {
-    let cost = cost_arg(cost)?;
-    core.acquire(clock.now(), cost)
-        .map(PyDecision::new)
-        .map_err(|e| errors::insufficient(py, e))
+fn wrap(py: Python<'_>, r: Result<Decision, InsufficientCapacity>) -> PyResult<PyDecision> {
+    match r {
+        Ok(d) => Ok(PyDecision::new(d)),
+        Err(e) => Err(errors::insufficient(py, e)),
+    }
 }
 
-/// `peek`: the decision without consuming.
-pub(crate) fn peek<L: SharedRateLimiter>(
-    py: Python<'_>,
-    core: &L,
-    clock: &TimeSource,
-    cost: Option<&Bound<'_, PyAny>>,
-) -> PyResult<PyDecision> {
-    let cost = cost_arg(cost)?;
-    core.peek(clock.now(), cost)
-        .map(PyDecision::new)
-        .map_err(|e| errors::insufficient(py, e))
+/// The decision for a replayed event whose cost was checked against the capacity first.
+#[inline]
+fn checked(r: Result<Decision, InsufficientCapacity>) -> Decision {
+    match r {
+        Ok(d) => d,
+        Err(_) => unreachable_decision(),
+    }
 }
 
-/// Implemented by every limiter class, so `replay` can drive any of them.
-pub(crate) trait PyLimiter {
-    /// The core limiter.
-    type Core: SharedRateLimiter + Sync;
-    fn core(&self) -> &Self::Core;
-    fn time(&self) -> &TimeSource;
+#[cold]
+fn unreachable_decision() -> Decision {
+    // Only reachable if the core's capacity() disagreed with its own check: report a
+    // rejection rather than panic in a detached thread.
+    Decision {
+        verdict: weir_core::Verdict::Reject,
+        remaining: 0,
+        retry_after: Nanos::MAX,
+        reset_after: Nanos::MAX,
+    }
 }
+
+/// `remaining` right now, for reprs.
+fn remaining_now(r: Result<Decision, InsufficientCapacity>) -> u64 {
+    r.map(|d| d.remaining).unwrap_or(0)
+}
+
+/// The methods every limiter class has (`try_acquire`, `peek`, `capacity`, `clock`), plus
+/// the class's own `extra` items, in one `#[pymethods]` block. `$core` is an expression of
+/// `self` with a `SharedRateLimiter`-like `acquire`/`peek`/`capacity`.
+macro_rules! limiter_methods {
+    ($ty:ty, |$s:ident| $core:expr, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            /// Takes `cost` (default 1) now if it fits; returns a `Decision`.
+            #[pyo3(signature = (cost = None), text_signature = "($self, cost=1)")]
+            fn try_acquire(
+                &self,
+                py: Python<'_>,
+                cost: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<PyDecision> {
+                let $s = self;
+                let cost = cost_arg(cost)?;
+                wrap(py, $core.acquire(self.clock.now(), cost))
+            }
+
+            /// The decision `try_acquire(cost)` would return now, consuming nothing.
+            #[pyo3(signature = (cost = None), text_signature = "($self, cost=1)")]
+            fn peek(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<PyDecision> {
+                let $s = self;
+                let cost = cost_arg(cost)?;
+                wrap(py, $core.peek(self.clock.now(), cost))
+            }
+
+            /// The largest cost ever admissible at once.
+            #[getter]
+            fn capacity(&self) -> u64 {
+                let $s = self;
+                $core.capacity()
+            }
+
+            /// The `ManualClock` this limiter reads, or `None` for the monotonic clock.
+            #[getter]
+            fn clock(&self, py: Python<'_>) -> Option<Py<PyManualClock>> {
+                self.clock.py_object(py)
+            }
+
+            $($extra)*
+        }
+    };
+}
+
+/// `PyLimiter` for a class over a lock-free shared core in field `core`.
+macro_rules! shared_replay {
+    ($ty:ty) => {
+        impl PyLimiter for $ty {
+            fn time(&self) -> &TimeSource {
+                &self.clock
+            }
+            fn capacity(&self) -> u64 {
+                SharedRateLimiter::capacity(&self.core)
+            }
+            fn drive<K: Sink>(&self, k: K) -> K::Out {
+                let core = &self.core;
+                k.run(|t, c| checked(core.acquire(t, c)))
+            }
+        }
+    };
+}
+
+// ---- TokenBucket --------------------------------------------------------------------------
 
 /// `weir.TokenBucket(rate, per, burst, clock=None)`: `rate` admissions per `per` seconds,
 /// at most `burst` at once (GCRA, exact integer arithmetic).
@@ -64,18 +139,9 @@ pub(crate) struct PyTokenBucket {
     clock: TimeSource,
 }
 
-impl PyLimiter for PyTokenBucket {
-    type Core = SharedTokenBucket;
-    fn core(&self) -> &SharedTokenBucket {
-        &self.core
-    }
-    fn time(&self) -> &TimeSource {
-        &self.clock
-    }
-}
+shared_replay!(PyTokenBucket);
 
-#[pymethods]
-impl PyTokenBucket {
+limiter_methods!(PyTokenBucket, |s| s.core, {
     #[new]
     #[pyo3(signature = (rate, per, burst, clock = None))]
     fn new(
@@ -93,20 +159,8 @@ impl PyTokenBucket {
         Ok(PyTokenBucket { core, clock })
     }
 
-    /// Takes `cost` tokens if they are available now; returns a `Decision`.
-    #[pyo3(signature = (cost = None))]
-    fn try_acquire(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<PyDecision> {
-        acquire(py, &self.core, &self.clock, cost)
-    }
-
-    /// The decision `try_acquire(cost)` would return now, consuming nothing.
-    #[pyo3(signature = (cost = None))]
-    fn peek(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<PyDecision> {
-        peek(py, &self.core, &self.clock, cost)
-    }
-
     /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
-    #[pyo3(signature = (n = None))]
+    #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
     fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let n = cost_arg(n)?;
         self.core.refund(self.clock.now(), n);
@@ -130,30 +184,352 @@ impl PyTokenBucket {
     fn burst(&self) -> u64 {
         self.core.config().burst()
     }
-    /// The largest cost ever admissible (the burst).
-    #[getter]
-    fn capacity(&self) -> u64 {
-        self.core.capacity()
-    }
-    /// The `ManualClock` this bucket reads, or `None` for the monotonic clock.
-    #[getter]
-    fn clock(&self, py: Python<'_>) -> Option<Py<PyManualClock>> {
-        self.clock.py_object(py)
-    }
 
-    fn __repr__(&self) -> PyResult<String> {
+    fn __repr__(&self) -> String {
         let c = self.core.config();
-        let d = self
-            .core
-            .peek(self.clock.now(), 0)
-            .map_err(|_| errors::value_error("cost", "0 rejected"))?;
-        Ok(format!(
+        format!(
             "TokenBucket(rate={}, per={:?}, burst={}, remaining={}, clock={})",
             c.rate(),
             to_secs(c.per()),
             c.burst(),
-            d.remaining,
+            remaining_now(self.core.peek(self.clock.now(), 0)),
             self.clock.describe()
-        ))
+        )
+    }
+});
+
+// ---- LeakyBucket --------------------------------------------------------------------------
+
+/// `weir.LeakyBucket(rate, per, burst, delay=0, nodelay=False, clock=None)`: nginx
+/// `limit_req` in exact arithmetic. `rate` requests per `per` seconds; up to `burst` excess
+/// requests are accepted, the first `delay` of them at once and the rest with a `.delay`
+/// (`nodelay` passes them all at once); beyond that, rejected.
+#[pyclass(frozen, module = "weir", name = "LeakyBucket")]
+pub(crate) struct PyLeakyBucket {
+    core: SharedLeakyBucket,
+    clock: TimeSource,
+}
+
+shared_replay!(PyLeakyBucket);
+
+limiter_methods!(PyLeakyBucket, |s| s.core, {
+    #[new]
+    #[pyo3(
+        signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
+        text_signature = "(rate, per, burst, delay=0, nodelay=False, clock=None)"
+    )]
+    fn new(
+        rate: &Bound<'_, PyAny>,
+        per: f64,
+        burst: &Bound<'_, PyAny>,
+        delay: Option<&Bound<'_, PyAny>>,
+        nodelay: bool,
+        clock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let rate = errors::positive_count("rate", rate)?;
+        let per = to_positive_nanos("per", per)?;
+        let burst = errors::count("burst", burst)?;
+        let delay = match delay {
+            Some(d) => errors::count("delay", d)?,
+            None => 0,
+        };
+        let clock = TimeSource::from_arg(clock)?;
+        let core =
+            SharedLeakyBucket::new(rate, per, burst, delay, nodelay).map_err(errors::config)?;
+        core.reset(clock.now());
+        Ok(PyLeakyBucket { core, clock })
+    }
+
+    /// Makes the bucket idle (no excess) now.
+    fn reset(&self) {
+        self.core.reset(self.clock.now());
+    }
+
+    #[getter]
+    fn rate(&self) -> u64 {
+        self.core.config().rate()
+    }
+    #[getter]
+    fn per(&self) -> f64 {
+        to_secs(self.core.config().per())
+    }
+    #[getter]
+    fn burst(&self) -> u64 {
+        self.core.config().burst()
+    }
+    #[getter]
+    fn delay(&self) -> u64 {
+        self.core.config().delay()
+    }
+    #[getter]
+    fn nodelay(&self) -> bool {
+        self.core.config().nodelay()
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.core.config();
+        format!(
+            "LeakyBucket(rate={}, per={:?}, burst={}, delay={}, nodelay={}, remaining={}, clock={})",
+            c.rate(),
+            to_secs(c.per()),
+            c.burst(),
+            c.delay(),
+            if c.nodelay() { "True" } else { "False" },
+            remaining_now(self.core.peek(self.clock.now(), 0)),
+            self.clock.describe()
+        )
+    }
+});
+
+// ---- FixedWindow / SlidingWindow ------------------------------------------------------------
+
+/// `limit` and `window` of a window limiter, validated with messages naming them.
+fn window_args(
+    limit: &Bound<'_, PyAny>,
+    window: f64,
+    max_limit: u64,
+    class: &str,
+) -> PyResult<(u64, Nanos)> {
+    let limit = errors::positive_count("limit", limit)?;
+    if limit > max_limit {
+        return Err(PyValueError::new_err(format!(
+            "limit must be <= {max_limit} for {class}, got {limit}"
+        )));
+    }
+    Ok((limit, to_positive_nanos("window", window)?))
+}
+
+/// `weir.FixedWindow(limit, window, clock=None)`: at most `limit` admissions in each
+/// aligned window `[i·window, (i+1)·window)` of the clock (so up to `2·limit` across a
+/// window boundary); `limit <= 2**32 - 1`.
+#[pyclass(frozen, module = "weir", name = "FixedWindow")]
+pub(crate) struct PyFixedWindow {
+    core: SharedFixedWindow,
+    clock: TimeSource,
+}
+
+shared_replay!(PyFixedWindow);
+
+limiter_methods!(PyFixedWindow, |s| s.core, {
+    #[new]
+    #[pyo3(signature = (limit, window, clock = None))]
+    fn new(
+        limit: &Bound<'_, PyAny>,
+        window: f64,
+        clock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let (limit, window) = window_args(limit, window, MAX_FIXED_LIMIT, "FixedWindow")?;
+        let clock = TimeSource::from_arg(clock)?;
+        let core = SharedFixedWindow::new(limit, window).map_err(errors::config)?;
+        Ok(PyFixedWindow { core, clock })
+    }
+
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.core.config().limit()
+    }
+    #[getter]
+    fn window(&self) -> f64 {
+        to_secs(self.core.config().window())
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.core.config();
+        format!(
+            "FixedWindow(limit={}, window={:?}, remaining={}, clock={})",
+            c.limit(),
+            to_secs(c.window()),
+            remaining_now(self.core.peek(self.clock.now(), 0)),
+            self.clock.describe()
+        )
+    }
+});
+
+/// `weir.SlidingWindow(limit, window, clock=None)`: the sliding-window counter — admits
+/// while `ceil(prev·(window − e)/window) + cur + cost <= limit`; `limit <= 2**24 - 1`.
+#[pyclass(frozen, module = "weir", name = "SlidingWindow")]
+pub(crate) struct PySlidingWindow {
+    core: SharedSlidingWindow,
+    clock: TimeSource,
+}
+
+shared_replay!(PySlidingWindow);
+
+limiter_methods!(PySlidingWindow, |s| s.core, {
+    #[new]
+    #[pyo3(signature = (limit, window, clock = None))]
+    fn new(
+        limit: &Bound<'_, PyAny>,
+        window: f64,
+        clock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let (limit, window) = window_args(limit, window, MAX_SLIDING_LIMIT, "SlidingWindow")?;
+        let clock = TimeSource::from_arg(clock)?;
+        let core = SharedSlidingWindow::new(limit, window).map_err(errors::config)?;
+        Ok(PySlidingWindow { core, clock })
+    }
+
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.core.config().limit()
+    }
+    #[getter]
+    fn window(&self) -> f64 {
+        to_secs(self.core.config().window())
+    }
+
+    fn __repr__(&self) -> String {
+        let c = self.core.config();
+        format!(
+            "SlidingWindow(limit={}, window={:?}, remaining={}, clock={})",
+            c.limit(),
+            to_secs(c.window()),
+            remaining_now(self.core.peek(self.clock.now(), 0)),
+            self.clock.describe()
+        )
+    }
+});
+
+// ---- SlidingLog ---------------------------------------------------------------------------
+
+/// The largest `SlidingLog` limit: the biggest compiled ring (8 bytes per entry, 256 KiB).
+pub(crate) const MAX_LOG_LIMIT: u64 = 32_768;
+
+/// The core log with the smallest compiled capacity `N` that holds the limit: 8, 64, 512,
+/// 4096 or 32768 entries (so the ring is at most 8× the limit, and at most 256 KiB).
+enum Log {
+    L8(Box<SlidingLog<8>>),
+    L64(Box<SlidingLog<64>>),
+    L512(Box<SlidingLog<512>>),
+    L4096(Box<SlidingLog<4096>>),
+    L32768(Box<SlidingLog<32768>>),
+}
+
+/// Runs `$body` with `$l` bound to the `&mut SlidingLog<N>` inside `$log`.
+macro_rules! with_log {
+    ($log:expr, |$l:ident| $body:expr) => {
+        match $log {
+            Log::L8($l) => $body,
+            Log::L64($l) => $body,
+            Log::L512($l) => $body,
+            Log::L4096($l) => $body,
+            Log::L32768($l) => $body,
+        }
+    };
+}
+
+impl Log {
+    fn new(limit: u64, window: Nanos) -> Result<Log, weir_core::ConfigError> {
+        Ok(match limit {
+            0..=8 => Log::L8(Box::new(SlidingLog::new(limit, window)?)),
+            9..=64 => Log::L64(Box::new(SlidingLog::new(limit, window)?)),
+            65..=512 => Log::L512(Box::new(SlidingLog::new(limit, window)?)),
+            513..=4096 => Log::L4096(Box::new(SlidingLog::new(limit, window)?)),
+            _ => Log::L32768(Box::new(SlidingLog::new(limit, window)?)),
+        })
+    }
+    fn ring(&self) -> usize {
+        match self {
+            Log::L8(_) => 8,
+            Log::L64(_) => 64,
+            Log::L512(_) => 512,
+            Log::L4096(_) => 4096,
+            Log::L32768(_) => 32768,
+        }
     }
 }
+
+/// The `&self` face of the locked log, so the shared `limiter_methods!` apply.
+struct LockedLog {
+    log: Mutex<Log>,
+    limit: u64,
+    window: Nanos,
+}
+
+impl LockedLog {
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        // Each critical section is one core call, which does not panic: a poisoned lock
+        // still holds a consistent log.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    #[inline]
+    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        with_log!(&mut *self.lock(), |l| l.acquire(now, cost))
+    }
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        with_log!(&*self.lock(), |l| l.peek(now, cost))
+    }
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// `weir.SlidingLog(limit, window, clock=None)`: the exact sliding log — at most `limit`
+/// admissions in every interval of length `window`; `limit <= 32768` (8 bytes per entry).
+#[pyclass(frozen, module = "weir", name = "SlidingLog")]
+pub(crate) struct PySlidingLog {
+    core: LockedLog,
+    clock: TimeSource,
+}
+
+impl PyLimiter for PySlidingLog {
+    fn time(&self) -> &TimeSource {
+        &self.clock
+    }
+    fn capacity(&self) -> u64 {
+        self.core.limit
+    }
+    fn drive<K: Sink>(&self, k: K) -> K::Out {
+        // One lock for the whole trace.
+        with_log!(&mut *self.core.lock(), |l| k
+            .run(|t, c| checked(l.acquire(t, c))))
+    }
+}
+
+limiter_methods!(PySlidingLog, |s| s.core, {
+    #[new]
+    #[pyo3(signature = (limit, window, clock = None))]
+    fn new(
+        limit: &Bound<'_, PyAny>,
+        window: f64,
+        clock: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
+        let clock = TimeSource::from_arg(clock)?;
+        let log = Log::new(limit, window).map_err(errors::config)?;
+        Ok(PySlidingLog {
+            core: LockedLog {
+                log: Mutex::new(log),
+                limit,
+                window,
+            },
+            clock,
+        })
+    }
+
+    /// Forgets every admission: the log becomes empty.
+    fn reset(&self) {
+        with_log!(&mut *self.core.lock(), |l| l.reset());
+    }
+
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.core.limit
+    }
+    #[getter]
+    fn window(&self) -> f64 {
+        to_secs(self.core.window)
+    }
+
+    fn __repr__(&self) -> String {
+        let ring = self.core.lock().ring();
+        format!(
+            "SlidingLog(limit={}, window={:?}, remaining={}, ring={}, clock={})",
+            self.core.limit,
+            to_secs(self.core.window),
+            remaining_now(self.core.peek(self.clock.now(), 0)),
+            ring,
+            self.clock.describe()
+        )
+    }
+});

@@ -1,111 +1,170 @@
 //! `weir.replay`: a whole arrival trace through a limiter on its manual clock.
 //!
 //! The Python wrapper (`weir.replay`) turns `times`/`costs` into native-endian `float64` /
-//! `uint64` bytes (zero-copy-ish from any buffer; numpy is optional), and wraps the four
-//! result byte strings in typed `memoryview`s. Here: validate every input first (so a bad
-//! trace changes nothing), then, with the GIL released for traces of 4096 events or more,
-//! for each event set the manual clock to its time and call the core's shared-form
-//! `acquire` — the very step `try_acquire` takes.
+//! `uint64` bytes (a single copy from any float64 buffer; numpy is optional) and slices the
+//! one result `bytes` into typed `memoryview` columns. Here: validate every input first (so
+//! a bad trace changes nothing), then, with the GIL released for traces of 4096 events or
+//! more, run each event through the core's `acquire(times[i], costs[i])` — the very step
+//! `try_acquire` takes — writing each decision straight into the result buffer: no
+//! intermediate vectors, no per-event Python object. The manual clock is left at the last
+//! event's time.
 
 use crate::errors;
-use crate::limiters::{PyLimiter, PyTokenBucket};
-use crate::time::{round_ns, to_secs};
+use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
+use crate::time::{TimeSource, round_ns};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use weir_core::{ManualClock, Nanos, SharedRateLimiter};
+use weir_core::{Decision, Nanos, SharedTokenBucket};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
 
-/// The bulk outcome, columns in event order.
-struct Columns {
-    allowed: Vec<u8>,
-    remaining: Vec<u64>,
-    retry_after: Vec<f64>,
-    delay: Vec<f64>,
-    admitted: u64,
+/// Bytes of result per event: `remaining` u64, `wait` f64, `allowed` u8. `wait` is
+/// `retry_after` for a rejected event and `delay` for an admitted one (at most one of the
+/// two is non-zero), so both columns fit in one; [`_split_wait`] separates them on demand.
+pub(crate) const BYTES_PER_EVENT: usize = 17;
+
+/// Something that consumes a step function `(now, cost) -> Decision` over a limiter's core
+/// (static dispatch: the step inlines into the loop).
+pub(crate) trait Sink {
+    type Out;
+    fn run<S: FnMut(Nanos, u64) -> Decision>(self, step: S) -> Self::Out;
 }
 
-fn run<L: SharedRateLimiter>(
-    core: &L,
-    clock: &ManualClock,
-    times: &[Nanos],
-    costs: Option<&[u64]>,
-) -> Columns {
-    let n = times.len();
-    let mut c = Columns {
-        allowed: vec![0; n],
-        remaining: vec![0; n],
-        retry_after: vec![0.0; n],
-        delay: vec![0.0; n],
-        admitted: 0,
-    };
-    let mut admitted = 0u64;
-    for i in 0..n {
-        let t = times[i];
-        let cost = match costs {
-            Some(cs) => cs[i],
-            None => 1,
-        };
-        clock.set(t);
-        // Costs were checked against the capacity before the run.
-        let d = match core.acquire(t, cost) {
-            Ok(d) => d,
-            Err(_) => unreachable_decision(),
-        };
+/// Implemented by every limiter class, so `replay` can drive any of them.
+pub(crate) trait PyLimiter: Sync {
+    fn time(&self) -> &TimeSource;
+    /// The largest admissible cost.
+    fn capacity(&self) -> u64;
+    /// Hands `k` the core's acquire step (taking a lock once, for a single-owner core).
+    fn drive<K: Sink>(&self, k: K) -> K::Out;
+}
+
+#[inline(always)]
+fn f64_at(b: &[u8], i: usize) -> f64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+    f64::from_ne_bytes(a)
+}
+
+#[inline(always)]
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i * 8..i * 8 + 8]);
+    u64::from_ne_bytes(a)
+}
+
+/// The replay loop: decisions written into the column layout of [`BYTES_PER_EVENT`].
+struct Fill<'a> {
+    /// `n` native f64 seconds, all `>= 0` (validated).
+    times: &'a [u8],
+    /// `n` native u64 costs, all within the capacity (validated), or all 1.
+    costs: Option<&'a [u8]>,
+    /// `17·n` zeroed bytes: `remaining[n] | wait[n] | allowed[n]`.
+    out: &'a mut [u8],
+}
+
+impl Sink for Fill<'_> {
+    /// `(admitted, delayed, last time)`.
+    type Out = (u64, u64, Nanos);
+    #[inline]
+    fn run<S: FnMut(Nanos, u64) -> Decision>(self, mut step: S) -> (u64, u64, Nanos) {
+        match self.costs {
+            None => fill(self.times, self.out, |_| 1, &mut step),
+            Some(c) => fill(self.times, self.out, |i| u64_at(c, i), &mut step),
+        }
+    }
+}
+
+#[inline(always)]
+fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
+    times: &[u8],
+    out: &mut [u8],
+    cost: C,
+    step: &mut S,
+) -> (u64, u64, Nanos) {
+    let n = times.len() / 8;
+    let (rem, rest) = out.split_at_mut(8 * n);
+    let (wait, al) = rest.split_at_mut(8 * n);
+    let al = &mut al[..n];
+    let (mut admitted, mut delayed) = (0u64, 0u64);
+    let mut last = Nanos::ZERO;
+    for (i, ((t, rem), wait)) in times
+        .chunks_exact(8)
+        .zip(rem.chunks_exact_mut(8))
+        .zip(wait.chunks_exact_mut(8))
+        .enumerate()
+    {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(t);
+        let now = round_ns(f64::from_ne_bytes(a) * 1e9);
+        last = now;
+        let d = step(now, cost(i));
         let ok = d.is_allowed();
         admitted += ok as u64;
-        c.allowed[i] = ok as u8;
-        c.remaining[i] = d.remaining;
-        // Zero for most events: skip the divisions (the columns start zeroed).
-        if !d.retry_after.is_zero() {
-            c.retry_after[i] = to_secs(d.retry_after);
+        if let Some(x) = al.get_mut(i) {
+            *x = ok as u8;
         }
-        let delay = d.delay();
-        if !delay.is_zero() {
-            c.delay[i] = to_secs(delay);
+        rem.copy_from_slice(&d.remaining.to_ne_bytes());
+        // Zero for most events: the buffer starts zeroed, skip the conversion.
+        let w = if ok { d.delay() } else { d.retry_after };
+        if !w.is_zero() {
+            delayed += ok as u64;
+            wait.copy_from_slice(&w.as_secs_f64().to_ne_bytes());
         }
     }
-    c.admitted = admitted;
-    c
+    (admitted, delayed, last)
 }
 
-#[cold]
-fn unreachable_decision() -> weir_core::Decision {
-    // Only reachable if the core's capacity() disagreed with its own check: report a
-    // rejection rather than panic in a detached thread.
-    weir_core::Decision {
-        verdict: weir_core::Verdict::Reject,
-        remaining: 0,
-        retry_after: Nanos::MAX,
-        reset_after: Nanos::MAX,
-    }
+/// `>= 0` and not NaN.
+#[inline(always)]
+fn valid_time(s: f64) -> bool {
+    s >= 0.0
 }
 
-fn parse_times(b: &[u8]) -> PyResult<Vec<Nanos>> {
-    let mut out = Vec::with_capacity(b.len() / 8);
-    for ch in b.chunks_exact(8) {
-        let s = f64::from_ne_bytes(ch.try_into().expect("8 bytes"));
-        // NaN fails both comparisons; checked after the loop to keep it branch-light.
-        out.push(round_ns(if s >= 0.0 { s * 1e9 } else { -1.0 }));
+/// The first time that is NaN or negative, as a `ValueError`.
+fn check_times(b: &[u8]) -> PyResult<()> {
+    let n = b.len() / 8;
+    // Branch-free scan first (vectorises); locate the culprit only on failure.
+    let mut bad = false;
+    for i in 0..n {
+        bad |= !valid_time(f64_at(b, i));
     }
-    if let Some(i) = b.chunks_exact(8).position(|ch| {
-        let s = f64::from_ne_bytes(ch.try_into().expect("8 bytes"));
-        !(s >= 0.0)
-    }) {
-        let s = f64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    if !bad {
+        return Ok(());
+    }
+    let i = (0..n).find(|&i| !valid_time(f64_at(b, i))).unwrap_or(0);
+    Err(PyValueError::new_err(format!(
+        "times[{i}] must be >= 0 seconds and not NaN, got {}",
+        f64_at(b, i)
+    )))
+}
+
+fn check_costs(py: Python<'_>, b: &[u8], n: usize, cap: u64) -> PyResult<()> {
+    if b.len() / 8 != n {
         return Err(PyValueError::new_err(format!(
-            "times[{i}] must be >= 0 seconds and not NaN, got {s}"
+            "costs has {} items but times has {n}",
+            b.len() / 8
         )));
     }
-    Ok(out)
-}
-
-fn parse_costs(b: &[u8]) -> Vec<u64> {
-    b.chunks_exact(8)
-        .map(|ch| u64::from_ne_bytes(ch.try_into().expect("8 bytes")))
-        .collect()
+    let mut max = 0u64;
+    for i in 0..n {
+        max = max.max(u64_at(b, i));
+    }
+    if max <= cap {
+        return Ok(());
+    }
+    let i = (0..n).find(|&i| u64_at(b, i) > cap).unwrap_or(0);
+    let e = errors::insufficient(
+        py,
+        weir_core::InsufficientCapacity {
+            cost: u64_at(b, i),
+            capacity: cap,
+        },
+    );
+    let _ = e.value(py).setattr("index", i);
+    Err(e)
 }
 
 fn replay_on<'py, P: PyLimiter>(
@@ -113,53 +172,40 @@ fn replay_on<'py, P: PyLimiter>(
     lim: &P,
     times: &[u8],
     costs: Option<&[u8]>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
     let clock = lim.time().manual().ok_or_else(|| {
         PyValueError::new_err(
             "limiter must run on a weir.ManualClock to be replayed (pass clock=weir.ManualClock())",
         )
     })?;
-    let times = parse_times(times)?;
-    let costs = costs.map(parse_costs);
-    if let Some(cs) = &costs {
-        if cs.len() != times.len() {
-            return Err(PyValueError::new_err(format!(
-                "costs has {} items but times has {}",
-                cs.len(),
-                times.len()
-            )));
-        }
-        let cap = lim.core().capacity();
-        if let Some((i, &c)) = cs.iter().enumerate().find(|&(_, &c)| c > cap) {
-            let e = errors::insufficient(
-                py,
-                weir_core::InsufficientCapacity {
-                    cost: c,
-                    capacity: cap,
-                },
-            );
-            let _ = e.value(py).setattr("index", i);
-            return Err(e);
-        }
+    if !times.len().is_multiple_of(8) {
+        return Err(PyValueError::new_err("times must be float64 bytes"));
     }
-    let core = lim.core();
-    let cols = if times.len() >= DETACH_AT {
-        py.detach(|| run(core, clock, &times, costs.as_deref()))
-    } else {
-        run(core, clock, &times, costs.as_deref())
-    };
-    let t = (
-        PyBytes::new(py, &cols.allowed),
-        PyBytes::new(py, bytemuck::cast_slice(&cols.remaining)),
-        PyBytes::new(py, bytemuck::cast_slice(&cols.retry_after)),
-        PyBytes::new(py, bytemuck::cast_slice(&cols.delay)),
-        cols.admitted,
-    );
-    Ok(t.into_pyobject(py)?.into_any())
+    let n = times.len() / 8;
+    check_times(times)?;
+    if let Some(c) = costs {
+        check_costs(py, c, n, lim.capacity())?;
+    }
+    let mut res = (0u64, 0u64, Nanos::ZERO);
+    let buf = PyBytes::new_with(py, n * BYTES_PER_EVENT, |out| {
+        let fill = Fill { times, costs, out };
+        res = if n >= DETACH_AT {
+            py.detach(|| lim.drive(fill))
+        } else {
+            lim.drive(fill)
+        };
+        Ok(())
+    })?;
+    if n > 0 {
+        clock.set(res.2);
+    }
+    Ok((buf, res.0, res.1))
 }
 
 /// `_replay(limiter, times_f64_bytes, costs_u64_bytes_or_None)` →
-/// `(allowed u8 bytes, remaining u64 bytes, retry_after f64 bytes, delay f64 bytes, admitted)`.
+/// `(columns, admitted, delayed)`: `columns` is one `bytes` of `17·n`: `remaining` (u64) and
+/// `wait` (f64 seconds) columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1);
+/// `delayed` counts admitted events with a non-zero delay.
 #[pyfunction]
 #[pyo3(signature = (limiter, times, costs = None))]
 pub(crate) fn _replay<'py>(
@@ -167,10 +213,22 @@ pub(crate) fn _replay<'py>(
     limiter: &Bound<'py, PyAny>,
     times: &Bound<'py, PyBytes>,
     costs: Option<&Bound<'py, PyBytes>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
     let times = times.as_bytes();
     let costs = costs.map(|c| c.as_bytes());
     if let Ok(l) = limiter.cast::<PyTokenBucket>() {
+        return replay_on(py, l.get(), times, costs);
+    }
+    if let Ok(l) = limiter.cast::<PyLeakyBucket>() {
+        return replay_on(py, l.get(), times, costs);
+    }
+    if let Ok(l) = limiter.cast::<PyFixedWindow>() {
+        return replay_on(py, l.get(), times, costs);
+    }
+    if let Ok(l) = limiter.cast::<PySlidingWindow>() {
+        return replay_on(py, l.get(), times, costs);
+    }
+    if let Ok(l) = limiter.cast::<PySlidingLog>() {
         return replay_on(py, l.get(), times, costs);
     }
     Err(PyTypeError::new_err(format!(
@@ -178,4 +236,88 @@ pub(crate) fn _replay<'py>(
          SlidingWindow, SlidingLog), not {}",
         limiter.get_type().name()?
     )))
+}
+
+/// `_split_wait(columns)` → `(retry_after, delay)` f64 bytes: the `wait` column of a
+/// [`_replay`] result split by `allowed` (only needed when some admitted event was delayed).
+#[pyfunction]
+pub(crate) fn _split_wait<'py>(
+    py: Python<'py>,
+    columns: &Bound<'py, PyBytes>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let b = columns.as_bytes();
+    let n = b.len() / BYTES_PER_EVENT;
+    let wait = &b[8 * n..16 * n];
+    let allowed = &b[16 * n..17 * n];
+    let column = |keep: u8| {
+        PyBytes::new_with(py, 8 * n, |out| {
+            for ((o, w), &a) in out
+                .chunks_exact_mut(8)
+                .zip(wait.chunks_exact(8))
+                .zip(allowed)
+            {
+                if a == keep {
+                    o.copy_from_slice(w);
+                }
+            }
+            Ok(())
+        })
+    };
+    Ok((column(0)?, column(1)?))
+}
+
+/// Benchmark baseline (not API): the bare core loop a Rust program would write — a fresh
+/// `SharedTokenBucket(rate, per_ns, burst)`, `acquire(t, 1)` for each float64 time, count
+/// the admissions; no validation, no columns. Returns the admitted count.
+#[pyfunction]
+pub(crate) fn _bench_core_loop(
+    py: Python<'_>,
+    times: &Bound<'_, PyBytes>,
+    rate: u64,
+    per_ns: u64,
+    burst: u64,
+) -> PyResult<u64> {
+    let tb = SharedTokenBucket::new(rate, Nanos(per_ns), burst).map_err(errors::config)?;
+    let times = times.as_bytes();
+    Ok(py.detach(|| {
+        let mut admitted = 0u64;
+        for t in times.chunks_exact(8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(t);
+            let now = round_ns(f64::from_ne_bytes(a) * 1e9);
+            if let Ok(d) = tb.acquire(now, 1) {
+                admitted += d.is_allowed() as u64;
+            }
+        }
+        admitted
+    }))
+}
+
+/// Benchmark probe (not API): an empty method and a method returning a fixed `Decision`,
+/// to split `try_acquire`'s cost into call, result object and core work.
+#[pyclass(frozen, module = "weir._weir", name = "_Probe")]
+pub(crate) struct PyProbe;
+
+#[pymethods]
+impl PyProbe {
+    #[new]
+    fn new() -> Self {
+        PyProbe
+    }
+    /// Does nothing.
+    fn noop(&self) {}
+    /// Does nothing, with `try_acquire`'s optional argument (tuple/dict calling convention).
+    #[pyo3(signature = (cost = None))]
+    fn noop_arg(&self, cost: Option<&Bound<'_, PyAny>>) {
+        let _ = cost;
+    }
+    /// Returns a new `Decision` (allowed, remaining 1).
+    fn decision(&self) -> crate::decision::PyDecision {
+        crate::decision::PyDecision::new(Decision {
+            verdict: weir_core::Verdict::Admit,
+            remaining: 1,
+            retry_after: Nanos::ZERO,
+            reset_after: Nanos::ZERO,
+        })
+    }
 }

@@ -93,7 +93,7 @@ impl PySemaphore {
         })
     }
     /// Takes `n` permits if free now: a `Permit` (a context manager), or `None`.
-    #[pyo3(signature = (n = None))]
+    #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
     fn try_acquire(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<Option<PyPermit>> {
         let n = match n {
             None => 1,
@@ -319,7 +319,10 @@ pub(crate) struct PyBackoff {
 #[pymethods]
 impl PyBackoff {
     #[new]
-    #[pyo3(signature = (base, max, jitter = None, seed = None, multiplier = 2.0))]
+    #[pyo3(
+        signature = (base, max, jitter = None, seed = None, multiplier = 2.0),
+        text_signature = "(base, max, jitter='full', seed=None, multiplier=2.0)"
+    )]
     fn new(
         base: f64,
         max: f64,

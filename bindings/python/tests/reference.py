@@ -156,3 +156,176 @@ class BreakerModel:
                     self._open(now, k)
             else:
                 self.consec = 0
+
+
+class NginxModel:
+    """nginx ``limit_req`` step by step, in exact units of ``1/rate`` ns (one request =
+    ``per_ns`` units, so the leak over ``dt`` ns is ``dt·rate`` units) instead of nginx's
+    milli-requests and whole milliseconds.
+
+    nginx keeps ``excess`` and ``last``; a request at ``now`` finds
+    ``e = max(0, excess − (now − last)·rate + 1 request)`` and is rejected when
+    ``e > burst``, else ``excess, last = e, now`` and it passes at once when ``nodelay`` or
+    ``e ≤ delay``, otherwise after ``(e − delay) / rate``. Cost ``n`` is ``n`` requests at the
+    same instant (``e + (n−1)`` requests). Elapsed time is *signed*: a clock rewind leaks
+    negatively (more excess), as the core documents. A bucket created at ``start`` is idle:
+    its next request finds ``e = 0`` exactly at ``start`` (``excess = −1`` request).
+    """
+
+    def __init__(self, rate, per_ns, burst, delay=0, nodelay=False, start_ns=0):
+        self.rate, self.T = rate, per_ns
+        self.burst = burst
+        self.free = burst if nodelay else min(delay, burst)
+        self.excess, self.last = -per_ns, start_ns
+
+    def _e1(self, now):
+        """Excess a first request at ``now`` would find (the clamped nginx value)."""
+        return max(0, self.excess + self.T - (now - self.last) * self.rate)
+
+    def _levels(self, ahead):
+        """(remaining, reset_after) when the next request would find ``ahead`` − 1 request
+        of excess: requests passing without delay, and ns until that count grows."""
+        undelayed = (self.free + 1) * self.T
+        k = (undelayed - ahead) // self.T if ahead <= undelayed else 0
+        if ahead == 0:
+            return k, 0
+        return k, ceil_frac(Fraction(ahead - undelayed + (k + 1) * self.T, self.rate))
+
+    def acquire(self, now, cost=1):
+        if cost > self.burst + 1:
+            raise OverflowError("insufficient capacity")
+        e1 = self._e1(now)
+        W = (self.burst + 1) * self.T
+        if e1 + cost * self.T > W:
+            x = self.excess + self.T - (now - self.last) * self.rate
+            retry = ceil_frac(Fraction(x - (W - cost * self.T), self.rate))
+            r, reset = self._levels(e1)
+            return D(False, r, retry, 0, reset)
+        if cost == 0:
+            r, reset = self._levels(e1)
+            return D(True, r, 0, 0, reset)
+        e = e1 + (cost - 1) * self.T  # nginx's excess after these requests
+        self.excess, self.last = e, now
+        delay = 0 if e <= self.free * self.T else ceil_frac(Fraction(e - self.free * self.T, self.rate))
+        r, reset = self._levels(e + self.T)
+        return D(True, r, 0, delay, reset)
+
+
+def sat(x):
+    return min(x, 2**64 - 1)
+
+
+class FixedWindowModel:
+    """Counts per aligned window ``[i·W, (i+1)·W)``; a rewind stays in the latest window seen."""
+
+    def __init__(self, limit, window_ns):
+        self.limit, self.W = limit, window_ns
+        self.cur = None  # (latest window index with admissions, its count)
+
+    def acquire(self, now, cost=1):
+        if cost > self.limit:
+            raise OverflowError("insufficient capacity")
+        idx = now // self.W
+        i, c = self.cur if self.cur is not None and self.cur[0] >= idx else (idx, 0)
+        end = sat((i + 1) * self.W - now)
+        if c + cost <= self.limit:
+            if cost:
+                self.cur = (i, c + cost)
+            return D(True, self.limit - c - cost, 0, 0, end if c + cost else 0)
+        return D(False, self.limit - c, end, 0, end)
+
+
+class SlidingCounterModel:
+    """The sliding-window counter: estimate ``⌈prev·(W − e)/W⌉ + cur`` at elapsed ``e`` in
+    the current window; admit while ``estimate + cost ≤ limit``. A rewind is evaluated at
+    the start of the latest window seen. ``retry_after`` / ``reset_after`` are found by
+    search over the (monotone) estimate: the first instant this cost fits / the remaining
+    count grows."""
+
+    def __init__(self, limit, window_ns):
+        self.limit, self.W = limit, window_ns
+        self.state = None  # (latest window index, prev, cur)
+
+    def _at(self, now):
+        idx, e = divmod(now, self.W)
+        s = self.state
+        if s is None or (s[1] == 0 and s[2] == 0):
+            return idx, 0, 0, e
+        i, p, c = s
+        if i == idx:
+            return i, p, c, e
+        if idx == i + 1:
+            return idx, c, 0, e
+        if i > idx:
+            return i, p, c, 0
+        return idx, 0, 0, e
+
+    def estimate(self, now, extra_cur=0):
+        _, p, c, e = self._at(now)
+        return -((-p * (self.W - e)) // self.W) + c + extra_cur
+
+    def _first(self, now, pred):
+        """Smallest d ≥ 0 with pred(now + d) (monotone), searched up to three windows past
+        the latest window seen."""
+        i = self._at(now)[0]
+        hi = (i + 3) * self.W - now
+        lo = 0
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(now + mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _reset_after(self, now, extra_cur):
+        est = self.estimate(now, extra_cur)
+        if est == 0:
+            return 0
+        r0 = self.limit - min(est, self.limit)
+        return self._first(now, lambda t: self.estimate(t, extra_cur) + r0 + 1 <= self.limit)
+
+    def acquire(self, now, cost=1):
+        if cost > self.limit:
+            raise OverflowError("insufficient capacity")
+        est = self.estimate(now)
+        if est + cost <= self.limit:
+            # reset_after with this cost counted in the current window.
+            saved = self.state
+            i, p, c, _ = self._at(now)
+            self.state = (i, p, c + cost)
+            reset = self._reset_after(now, 0)
+            self.state = saved if cost == 0 else self.state
+            return D(True, self.limit - est - cost, 0, 0, reset)
+        retry = self._first(now, lambda t: self.estimate(t) + cost <= self.limit)
+        return D(False, max(0, self.limit - est), retry, 0, self._reset_after(now, 0))
+
+
+class SlidingLogModel:
+    """The exact sliding log as a plain event list (never pruned): an admitted unit at
+    ``t`` counts while ``max(now, latest) < t + W``; a rewind counts as no time passed.
+    Times in decisions are measured from the given ``now``."""
+
+    def __init__(self, limit, window_ns):
+        self.limit, self.W = limit, window_ns
+        self.events = []
+        self.latest = 0
+
+    def acquire(self, now, cost=1):
+        if cost > self.limit:
+            raise OverflowError("insufficient capacity")
+        self.latest = eff = max(now, self.latest)
+        live = sorted(t for t in self.events if t + self.W > eff)
+        n = len(live)
+        if n + cost <= self.limit:
+            self.events += [eff] * cost
+            if n:
+                reset = live[0] + self.W - now
+            elif cost:
+                reset = eff + self.W - now
+            else:
+                reset = 0
+            return D(True, self.limit - n - cost, 0, 0, sat(reset))
+        # the (n + cost − limit)-th oldest live unit must leave
+        retry = live[n + cost - self.limit - 1] + self.W - now
+        return D(False, self.limit - n, sat(retry), 0, sat(live[0] + self.W - now))

@@ -85,3 +85,68 @@ def test_bad_inputs_change_nothing():
     with pytest.raises(ValueError, match="ManualClock"):
         weir.replay(weir.TokenBucket(1, 1.0, 1), [0.0])
     assert c.now() == 0.0 and tb.try_acquire(2)
+
+
+MAKERS = {
+    "TokenBucket": lambda c: weir.TokenBucket(3, 1.0, 4, clock=c),
+    "LeakyBucket": lambda c: weir.LeakyBucket(3, 1.0, 4, delay=1, clock=c),
+    "LeakyBucket nodelay": lambda c: weir.LeakyBucket(3, 1.0, 4, nodelay=True, clock=c),
+    "FixedWindow": lambda c: weir.FixedWindow(4, 1.0, clock=c),
+    "SlidingWindow": lambda c: weir.SlidingWindow(4, 1.0, clock=c),
+    "SlidingLog": lambda c: weir.SlidingLog(4, 1.0, clock=c),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+@given(
+    evs=st.lists(st.tuples(st.integers(0, 3_000_000_000), st.integers(0, 4)), max_size=120),
+    with_costs=st.booleans(),
+)
+def test_replay_equals_single_calls_every_limiter(kind, evs, with_costs):
+    """replay(trace) == the same try_acquire calls, decision by decision (rewinds included:
+    the times are unsorted)."""
+    ts = [t / 1e9 for t, _ in evs]
+    costs = [k for _, k in evs] if with_costs else None
+    a = MAKERS[kind](weir.ManualClock())
+    r = weir.replay(a, ts, costs)
+    b = MAKERS[kind](weir.ManualClock())
+    for i, t in enumerate(ts):
+        b.clock.set(t)
+        d = b.try_acquire(costs[i]) if costs else b.try_acquire()
+        assert r[i] == (d.allowed, d.remaining, d.retry_after, d.delay)
+    assert r.admitted == sum(r.allowed)
+    if ts:
+        assert a.clock.now() == b.clock.now()
+    # the two limiters end in the same state
+    assert a.peek(0) == b.peek(0)
+
+
+def test_replay_leaky_bucket_delays_column():
+    c = weir.ManualClock()
+    lb = weir.LeakyBucket(2, 1.0, 2, delay=1, clock=c)
+    r = weir.replay(lb, [0.0] * 4)
+    assert list(r.allowed) == [True, True, True, False]
+    assert list(r.delay) == [0.0, 0.0, 0.5, 0.0]
+    assert list(r.retry_after) == [0.0, 0.0, 0.0, 0.5]
+
+
+def test_replay_sliding_log_capacity_and_big_trace():
+    sl = weir.SlidingLog(100, 1.0, clock=weir.ManualClock())
+    with pytest.raises(weir.InsufficientCapacity) as e:
+        weir.replay(sl, [0.0, 0.0], [1, 101])
+    assert e.value.index == 1 and e.value.capacity == 100
+    # big enough to run without the GIL; exactly 100 per second
+    r = weir.replay(sl, [i * 1e-4 for i in range(100_000)])
+    assert r.admitted == 1000
+
+
+def test_replay_columns_layout():
+    np = pytest.importorskip("numpy")
+    tb = weir.FixedWindow(2, 1.0, clock=weir.ManualClock())
+    r = weir.replay(tb, np.array([0.0, 0.1, 0.2, 1.0]))
+    cols = r.to_numpy()
+    assert cols["allowed"].tolist() == [True, True, False, True]
+    assert cols["remaining"].tolist() == [1, 0, 0, 1]
+    assert cols["retry_after"].tolist() == [0.0, 0.0, 0.8, 0.0]
+    assert cols["delay"].tolist() == [0.0] * 4
+    assert all(not c.flags.writeable for c in cols.values())

@@ -73,24 +73,56 @@ class ReplayResult:
     - ``retry_after``: format ``'d'`` (``float64``) — seconds until that cost fits, 0.0 when allowed;
     - ``delay``: format ``'d'`` — a leaky bucket's hold time, 0.0 otherwise.
 
-    ``admitted`` is the number of allowed events; ``len(result)`` the number of events;
-    ``result[i]`` is a ``(allowed, remaining, retry_after, delay)`` tuple.
+    ``admitted`` is the number of allowed events, ``delayed`` the number of those with a
+    delay; ``len(result)`` the number of events; ``result[i]`` is a
+    ``(allowed, remaining, retry_after, delay)`` tuple.
     """
 
-    __slots__ = ("allowed", "remaining", "retry_after", "delay", "admitted")
+    __slots__ = ("allowed", "remaining", "admitted", "delayed", "_columns", "_wait", "_split")
 
-    def __init__(self, allowed: bytes, remaining: bytes, retry_after: bytes, delay: bytes, admitted: int):
-        self.allowed = memoryview(allowed).cast("?")
-        self.remaining = memoryview(remaining).cast("Q")
-        self.retry_after = memoryview(retry_after).cast("d")
-        self.delay = memoryview(delay).cast("d")
+    def __init__(self, columns: bytes, admitted: int, delayed: int):
+        # One bytes object from the native loop: remaining | wait (8·n bytes each) |
+        # allowed (n bytes). `wait` is retry_after for rejected events and delay for
+        # admitted ones; the two columns are separated only if asked for and needed.
+        n = len(columns) // 17
+        m = memoryview(columns)
+        self.remaining = m[: 8 * n].cast("Q")
+        self._wait = m[8 * n : 16 * n].cast("d")
+        self.allowed = m[16 * n :].cast("?")
         self.admitted = admitted
+        self.delayed = delayed
+        self._columns = columns
+        self._split = None
+
+    def _columns_split(self) -> tuple:
+        if self._split is None:
+            n = len(self.allowed)
+            if self.delayed == 0:
+                # Every non-zero wait is a retry_after: no copy; delay is all zeros
+                # (bytes(n) is calloc'd: its pages are not touched until read).
+                self._split = (self._wait, memoryview(bytes(8 * n)).cast("d"))
+            else:
+                ra, dl = _weir._split_wait(self._columns)
+                self._split = (memoryview(ra).cast("d"), memoryview(dl).cast("d"))
+        return self._split
+
+    @property
+    def retry_after(self) -> memoryview:
+        """Seconds until each rejected event's cost would fit; 0.0 for admitted events."""
+        return self._columns_split()[0]
+
+    @property
+    def delay(self) -> memoryview:
+        """Seconds each admitted event is held (leaky bucket); 0.0 otherwise."""
+        return self._columns_split()[1]
 
     def __len__(self) -> int:
         return len(self.allowed)
 
     def __getitem__(self, i: int) -> tuple:
-        return (self.allowed[i], self.remaining[i], self.retry_after[i], self.delay[i])
+        ok = self.allowed[i]
+        w = self._wait[i]
+        return (ok, self.remaining[i], 0.0 if ok else w, w if ok else 0.0)
 
     @property
     def rejected(self) -> int:
@@ -115,11 +147,11 @@ class ReplayResult:
 def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
     """Runs a whole arrival trace through ``limiter`` on its ``ManualClock``.
 
-    For each event ``i`` the limiter's clock is *set* to ``times[i]`` (seconds; rounded to
-    the nearest nanosecond) and ``limiter.try_acquire(costs[i])`` is decided by the core
-    — the same step as a single call. Times need not be sorted: a time earlier than the
+    For each event ``i`` the core decides ``costs[i]`` at ``times[i]`` (seconds; rounded to
+    the nearest nanosecond) — the same step as ``limiter.try_acquire(costs[i])`` with the
+    clock set to ``times[i]``. Times need not be sorted: a time earlier than the
     previous one is a clock rewind, which the core never turns into extra capacity. After
-    the call the clock reads the last time. Inputs are validated before anything runs:
+    the call the clock reads the last event's time. Inputs are validated before anything runs:
     NaN/negative times, costs of a different length, and a cost above the limiter's capacity
     (``InsufficientCapacity``, with ``.index``) leave the limiter untouched.
 

@@ -1,0 +1,77 @@
+//! The real clock the frontends use (`weir_core::StdClock`) against `Instant::now()` and
+//! quanta; then the token bucket *with* that clock against governor's `check()` with its
+//! default (quanta) clock — PERFORMANCE.md's "≥ 2× faster than governor" row.
+//!
+//! `Instant::now()` is first in the group (row `floor_instant_now`): the ratio column reads "× one OS clock read".
+//! `weir_tb_quanta_clock` is not a weir API: it is weir's token bucket fed by a bench-local
+//! `Clock` over quanta, to show what a TSC-based clock would give the frontends.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+use weir_core::{Clock, Nanos, SharedTokenBucket, StdClock, TokenBucket};
+
+struct QuantaClock {
+    clock: quanta::Clock,
+    epoch: quanta::Instant,
+}
+
+impl Clock for QuantaClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos::from(self.clock.now().duration_since(self.epoch))
+    }
+}
+
+fn clock(c: &mut Criterion) {
+    let mut g = c.benchmark_group("clock");
+    g.throughput(Throughput::Elements(1));
+
+    g.bench_function("floor_instant_now", |b| {
+        b.iter(|| black_box(Instant::now()))
+    });
+    let std_clock = StdClock::new();
+    g.bench_function("weir_std_clock_now", |b| {
+        b.iter(|| black_box(std_clock.now()))
+    });
+    let q = quanta::Clock::new();
+    g.bench_function("quanta_clock_now", |b| b.iter(|| black_box(q.now())));
+    g.bench_function("quanta_clock_raw", |b| b.iter(|| black_box(q.raw())));
+
+    // Token bucket + real clock. Quota/bucket sized so that every call is admitted.
+    let gov = RateLimiter::direct(
+        Quota::with_period(Duration::from_secs(1))
+            .expect("non-zero")
+            .allow_burst(NonZeroU32::MAX),
+    );
+    g.bench_function("governor_check_default_clock", |b| {
+        b.iter(|| black_box(gov.check()))
+    });
+    // 10^9 per second, burst 10^9: real time refills as fast as the loop can spend.
+    let mut tb = TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).expect("ok");
+    g.bench_function("weir_tb_single_std_clock", |b| {
+        b.iter(|| black_box(tb.acquire(std_clock.now(), 1)))
+    });
+    let shared =
+        SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).expect("ok");
+    shared.reset(std_clock.now());
+    g.bench_function("weir_tb_shared_std_clock", |b| {
+        b.iter(|| black_box(shared.acquire(std_clock.now(), 1)))
+    });
+    let qc = QuantaClock {
+        clock: quanta::Clock::new(),
+        epoch: quanta::Instant::now(),
+    };
+    let shared_q =
+        SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).expect("ok");
+    shared_q.reset(qc.now());
+    g.bench_function("weir_tb_shared_quanta_clock", |b| {
+        b.iter(|| black_box(shared_q.acquire(qc.now(), 1)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, clock);
+criterion_main!(benches);

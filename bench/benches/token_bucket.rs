@@ -1,0 +1,76 @@
+//! Token bucket, one thread: weir's single-owner and shared forms on manual time against
+//! governor 0.10 `check()` (default quanta clock, and its fake clock), ratelimit 2
+//! `try_wait`, with the uncontended CAS loop (the floor) first.
+//!
+//! Workload: every call is admitted (no row measures a rejection path).
+//! - weir: 3 per second, burst 1000, `now` advanced by 333 333 333 ns per call (a local
+//!   add: weir takes the instant as an argument), so the bucket stays near full.
+//! - governor: a quota of 1 per second with a burst of `u32::MAX`, so `check()` admits
+//!   without time passing (advancing its fake clock would add an atomic RMW per call that
+//!   weir's rows do not pay). Its default-clock row reads quanta each call.
+//! - ratelimit: a huge rate and bucket, so `try_wait` always succeeds (it reads its own
+//!   std clock each call; it has no way to inject time).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use governor::clock::FakeRelativeClock;
+use governor::{Quota, RateLimiter};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+use weir_core::{Nanos, SharedTokenBucket, TokenBucket};
+
+fn huge_quota() -> Quota {
+    Quota::with_period(Duration::from_secs(1))
+        .expect("non-zero")
+        .allow_burst(NonZeroU32::MAX)
+}
+
+fn token_bucket(c: &mut Criterion) {
+    let mut g = c.benchmark_group("token_bucket");
+    g.throughput(Throughput::Elements(1));
+
+    let a = AtomicU64::new(0);
+    g.bench_function("floor_cas_loop", |b| b.iter(|| weir_bench::cas_step(&a)));
+
+    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_single_manual", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            black_box(tb.acquire(Nanos(black_box(now)), 1))
+        })
+    });
+
+    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_shared_manual", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            black_box(shared.acquire(Nanos(black_box(now)), 1))
+        })
+    });
+
+    let gov = RateLimiter::direct(huge_quota());
+    g.bench_function("governor_default_clock", |b| {
+        b.iter(|| black_box(gov.check()))
+    });
+
+    let gov_fake = RateLimiter::direct_with_clock(huge_quota(), FakeRelativeClock::default());
+    g.bench_function("governor_fake_clock", |b| {
+        b.iter(|| black_box(gov_fake.check()))
+    });
+
+    let rl = ratelimit::Ratelimiter::builder(1 << 40)
+        .max_tokens(1 << 40)
+        .initial_available(1 << 40)
+        .build()
+        .expect("valid");
+    g.bench_function("ratelimit_try_wait", |b| {
+        b.iter(|| black_box(rl.try_wait()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, token_bucket);
+criterion_main!(benches);

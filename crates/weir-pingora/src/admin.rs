@@ -1,0 +1,48 @@
+//! The admin API listener: a Pingora HTTP app that answers with `Engine::admin`.
+//!
+//! The engine implements every admin path (CONTRACT §4); this app only reads the request
+//! head, drains any body (so keep-alive stays in sync) and writes the answer.
+
+use async_trait::async_trait;
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use weir_policy::Engine;
+
+/// `ServeHttp` app over [`Engine::admin`].
+pub struct AdminApp {
+    engine: Engine,
+}
+
+impl AdminApp {
+    /// The admin API of `engine`.
+    pub fn new(engine: Engine) -> AdminApp {
+        AdminApp { engine }
+    }
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        while let Ok(Some(_)) = session.read_request_body().await {}
+        let (method, path) = {
+            let req = session.req_header();
+            (req.method.as_str().to_owned(), req.uri.path().to_owned())
+        };
+        let engine = self.engine.clone();
+        // Reload reads and compiles a file: keep it off the event loop.
+        let resp = tokio::task::spawn_blocking(move || engine.admin(&method, &path))
+            .await
+            .unwrap_or_else(|_| weir_policy::GatewayResponse {
+                status: 500,
+                headers: vec![("content-type", "text/plain".into())],
+                body: b"admin handler panicked\n".to_vec(),
+            });
+        let mut b = http::Response::builder().status(resp.status);
+        for (name, value) in &resp.headers {
+            b = b.header(*name, value.as_str());
+        }
+        b.header("content-length", resp.body.len().to_string())
+            .body(resp.body)
+            .unwrap_or_else(|_| http::Response::new(Vec::new()))
+    }
+}

@@ -1,0 +1,101 @@
+//! `weir-pingora`: weir's TOML config served by a Pingora proxy (CONTRACT §1).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use pingora::services::listening::Service;
+use weir_pingora::cli::{Cli, USAGE};
+use weir_pingora::server::{Drainer, ServerOptions, ShutdownSignals, new_server, run};
+use weir_pingora::{AdminApp, Weir, WeirProxy};
+use weir_policy::{Engine, Overrides};
+
+fn main() -> ExitCode {
+    let cli = match Cli::parse(std::env::args().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("weir-pingora: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    match start(cli) {
+        Ok(never) => match never {},
+        Err(e) => {
+            eprintln!("weir-pingora: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
+    let mut demo = None;
+    let config: PathBuf = if cli.demo && cli.config.is_none() {
+        let d = weir_pingora::demo::Demo::start().map_err(|e| format!("demo upstreams: {e}"))?;
+        let path = d.config_path.clone();
+        demo = Some(d);
+        path
+    } else {
+        PathBuf::from(cli.config.clone().unwrap_or_default())
+    };
+    let engine = load(&config, &cli)?;
+    if cli.check {
+        print!("{}", engine.describe());
+        std::process::exit(0);
+    }
+    let settings = engine.server();
+    let signals = ShutdownSignals::install().map_err(|e| format!("signal handlers: {e}"))?;
+    let weir = Weir::new(engine.clone());
+
+    let mut server = new_server(&ServerOptions {
+        workers: settings.workers,
+        drain_timeout: settings.drain_timeout,
+    });
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        WeirProxy::new(weir.clone()),
+        "weir proxy",
+    );
+    proxy.add_tcp(&settings.listen.to_string());
+    server.add_service(proxy);
+    if let Some(admin) = settings.admin {
+        let mut svc = Service::new("weir admin".to_owned(), AdminApp::new(engine.clone()));
+        svc.add_tcp(&admin.to_string());
+        svc.threads = Some(1);
+        server.add_service(svc);
+    }
+
+    eprintln!(
+        "weir-pingora: serving {} on {} (admin {}), {} worker(s), revision {}",
+        config.display(),
+        settings.listen,
+        settings.admin.map_or("off".to_owned(), |a| a.to_string()),
+        server.configuration.threads,
+        engine.revision(),
+    );
+    if let Some(d) = &demo {
+        println!("{}", d.curl_lines(settings.listen, settings.admin));
+    }
+    let flush = engine.clone();
+    let drainer = Drainer::new(
+        weir.inflight(),
+        settings.drain_timeout,
+        Box::new(move || flush.flush_access_log()),
+    );
+    // The demo upstreams live as long as the process.
+    core::mem::forget(demo);
+    run(server, drainer, signals)
+}
+
+fn load(path: &Path, cli: &Cli) -> Result<Engine, String> {
+    let engine = Engine::load(path).map_err(|e| e.to_string())?;
+    engine
+        .try_with_overrides(Overrides {
+            listen: cli.listen.clone(),
+            admin: cli.admin.clone(),
+            workers: cli.workers,
+        })
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,89 @@
+//! weir for [Pingora](https://github.com/cloudflare/pingora): rate limits, concurrency limits
+//! with a queue, deadlines, retries with budgets and backoff, and circuit breakers for a
+//! Pingora `ProxyHttp`, configured by weir's TOML file — the same file, and the same
+//! observable behaviour, as the `weir-gateway` frontend.
+//!
+//! All policy lives in the runtime-agnostic engine ([`weir_policy::Engine`]): routing,
+//! limits, the queue, breakers, deadlines, retry decisions, the bodies and headers of the
+//! responses weir makes, metrics, the access log and the admin API. This crate only maps
+//! Pingora's request phases onto the engine's request lifecycle ([`Weir`], one call per
+//! phase), and provides the `weir-pingora` binary ([`WeirProxy`] + [`AdminApp`] + a Pingora
+//! server with drain-on-signal shutdown).
+//!
+//! # Embedding weir in your proxy
+//!
+//! Keep a [`WeirCtx`] in your `CTX` and forward the phases. weir picks the upstream
+//! endpoint and its timeouts per attempt from the config (`[[upstreams]]`, `[routes.*]`);
+//! add your own logic around the calls (auth before `request_filter`, header rewrites in
+//! `upstream_request_filter`, ...). The complete program is `examples/embed.rs`:
+//!
+#![doc = "```no_run"]
+#![doc = include_str!("../examples/embed.rs")]
+#![doc = "```"]
+//!
+//! Set `ServerConf::max_retries` high (the binary uses 1024): weir's config bounds the
+//! attempts (`max_attempts`, deadlines, the retry budget), and Pingora's cap (default 16)
+//! must never be the one that ends a retry loop. TLS to upstreams is not part of weir's
+//! config; this crate enables no Pingora TLS backend (add `pingora` with `rustls` or
+//! `openssl` in your own manifest if your proxy needs one).
+//!
+//! # How the phases map to the engine
+//!
+//! | Pingora phase | engine | notes |
+//! |---|---|---|
+//! | `request_filter` | `Engine::begin`, `Flow::admit` | waits (queue, leaky-bucket delay) are tokio sleeps inside the filter; a rejection (404, 429, 403, 503, fallback) is written there and the filter returns `Ok(true)` |
+//! | `upstream_peer` | `Flow::next_attempt` | first sleeps the backoff chosen for the previous failure; the peer carries the attempt's timeouts; "no attempt may start" (deadline) ends the request via `fail_to_proxy` |
+//! | `upstream_request_filter` | `Attempt::request_headers` | `x-request-id` to the upstream |
+//! | `upstream_response_filter` | `Flow::on_attempt(Response)` | `Forward` adds weir's headers to the head; `Retry` returns a retryable error (see below); `Respond` replaces the response |
+//! | `fail_to_connect` / `error_while_proxy` | `Flow::on_attempt(failure)` | `Retry` → `e.set_retry(true)` and the backoff is slept in the next `upstream_peer` |
+//! | `fail_to_proxy` | — | writes the engine's 502 / 504 / fallback |
+//! | `logging` | `Flow::finish` | access log, duration and outcome metrics, permits released |
+//!
+//! # Where Pingora shapes the behaviour
+//!
+//! - **Retry on an upstream status (502/503/504 in `retry.on`).** Pingora retries only on
+//!   errors. weir turns a retryable response head into one: `upstream_response_filter`
+//!   returns an `HTTPStatus` error marked retryable *before* anything reaches the client,
+//!   Pingora drops that upstream connection (its body is unread) and calls
+//!   `upstream_peer` again. Request bodies are replayed from Pingora's retry buffer; when
+//!   that buffer was truncated (large bodies) weir tells the engine
+//!   (`Flow::body_not_replayable`) and no retry happens.
+//! - **Per-try timeout.** Pingora has one read timeout per upstream connection, applied to
+//!   every read — the response head *and* each body read; no hook can change it once the
+//!   head has arrived. weir sets it to the per-try budget, so the per-try timeout is exact
+//!   for the head (`per_try_timeout` / `deadline_exceeded`), but a response body that stays
+//!   silent for longer than the per-try timeout is cut (logged `upstream_body_truncated`),
+//!   where `weir-gateway` waits `server.idle_timeout`. A streaming body that sends something
+//!   at least once per per-try interval is never cut. Routes with long-polling or
+//!   server-sent-event responses should set `per_try` accordingly.
+//! - **Stale pooled connections.** When a kept-alive upstream connection from the pool turns
+//!   out closed before the request could reach the upstream, an idempotent request is resent
+//!   on a fresh connection as the *same* attempt (Pingora's own rule), not counted as a
+//!   retry.
+//! - **Malformed requests** (bad framing, smuggling attempts, unparsable heads) are rejected
+//!   by Pingora's HTTP/1 parser before any filter runs: the client gets Pingora's plain 400
+//!   without `x-weir-reason`, and the request does not reach weir's metrics or access log.
+//!   The size limits are weir's: a parsed head over `server.max_header_bytes` is answered
+//!   431 `headers_too_large`, a request line over 8 KiB 414 `uri_too_long`
+//!   (`Engine::reject_malformed`, counted under route `-`).
+//! - **Connection limits and timers of the client side.** `server.header_timeout` and
+//!   `server.max_connections` are not enforced by this frontend: Pingora reads a request head
+//!   under its own 60 s timeout and has no accept limit. `server.idle_timeout` bounds
+//!   kept-alive client connections (set per request by [`WeirProxy`], whole seconds) and
+//!   pooled upstream connections.
+//! - **Shutdown.** Pingora's SIGINT is a fast exit and its SIGTERM sleeps a fixed grace
+//!   period. The binary maps both signals to a graceful stop (listeners close at once) and
+//!   exits 0 as soon as in-flight requests are done, at most `drain_timeout` later
+//!   ([`server`]).
+
+pub mod admin;
+pub mod cli;
+pub mod demo;
+pub mod module;
+pub mod proxy;
+pub mod server;
+
+pub use admin::AdminApp;
+pub use module::{TokioTimer, Weir, WeirCtx, write_gateway_response};
+pub use proxy::WeirProxy;
+pub use weir_policy;

@@ -1,0 +1,522 @@
+//! The per-phase calls a `ProxyHttp` makes into the weir engine.
+//!
+//! Every decision is the engine's ([`weir_policy::Flow`]); this module only translates
+//! between Pingora's phases and the engine's request lifecycle:
+//!
+//! | Pingora phase | weir call | what happens |
+//! |---|---|---|
+//! | `request_filter` | [`Weir::request_filter`] | `Engine::begin` + `Flow::admit` (rate limit, queue wait, breaker); a rejection is written here |
+//! | `upstream_peer` | [`Weir::upstream_peer`] | sleeps the pending backoff, `Flow::next_attempt` → peer + timeouts, or the engine's 504 |
+//! | `upstream_request_filter` | [`Weir::upstream_request_filter`] | adds the attempt's headers (`x-request-id`) |
+//! | `upstream_response_filter` | [`Weir::upstream_response_filter`] | `Flow::on_attempt(Response)`: forward (adds `x-weir-*`/RateLimit headers), retry on a retryable status, or replace |
+//! | `fail_to_connect` / `error_while_proxy` | [`Weir::fail_to_connect`] / [`Weir::error_while_proxy`] | `Flow::on_attempt(ConnectFailure / Reset / ProtocolError / PerTryTimeout)` → `set_retry` |
+//! | `fail_to_proxy` | [`Weir::fail_to_proxy`] | writes the engine's response (502/504/fallback) |
+//! | `logging` | [`Weir::logging`] | `Flow::finish` (access log, duration metrics) |
+
+use core::future::Future;
+use core::time::Duration;
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::HttpPeer;
+use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
+use pingora::proxy::{FailToProxy, Session};
+use pingora::{Error, ErrorSource, ErrorType, RetryType};
+use weir_policy::{
+    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, Headers, Next, RequestInfo,
+    Timer,
+};
+
+use crate::server::{Inflight, InflightGuard};
+
+/// [`weir_policy::Timer`] on tokio's timer (Pingora runs on tokio).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TokioTimer;
+
+impl Timer for TokioTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        tokio::time::sleep(d)
+    }
+}
+
+/// The weir integration for one Pingora proxy: a cheap handle on the [`Engine`].
+///
+/// Call its methods from the matching `ProxyHttp` phases (see the module table and the crate
+/// docs); keep a [`WeirCtx`] in your `CTX`.
+#[derive(Clone)]
+pub struct Weir {
+    engine: Engine,
+    inflight: Inflight,
+}
+
+/// Per-request weir state, to be kept in (or as) the proxy's `CTX`.
+#[derive(Default)]
+pub struct WeirCtx {
+    // `Flow` is `Send`; the mutex only makes the context `Sync` as Pingora requires of a
+    // CTX. It is never locked: every access goes through `&mut` (`get_mut`).
+    flow: Option<Mutex<Flow>>,
+    attempt: Option<Attempt>,
+    backoff: Option<Duration>,
+    /// The current attempt's outcome was already reported (status decided in
+    /// `upstream_response_filter`).
+    reported: bool,
+    /// The upstream head was accepted for forwarding: no retry can happen any more.
+    forwarded: bool,
+    /// Retry the same attempt on a fresh connection: a pooled keep-alive connection turned
+    /// out dead before the request could have been processed (not an attempt outcome).
+    same_attempt: bool,
+    /// A response the engine made that `fail_to_proxy` must write.
+    respond: Option<GatewayResponse>,
+    /// For `Flow::finish`.
+    error: Option<&'static str>,
+    _inflight: Option<InflightGuard>,
+}
+
+impl WeirCtx {
+    fn flow(&mut self) -> Option<&mut Flow> {
+        self.flow.as_mut().map(|m| {
+            m.get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
+    }
+
+    /// The route the request matched (after `request_filter`), if any.
+    pub fn route(&mut self) -> Option<&str> {
+        self.flow().and_then(|f| f.route())
+    }
+
+    /// The request id (after `request_filter`).
+    pub fn request_id(&mut self) -> Option<&str> {
+        self.flow().map(|f| f.request_id())
+    }
+
+    /// The attempt in progress (between `upstream_peer` and its outcome).
+    pub fn attempt(&self) -> Option<&Attempt> {
+        self.attempt.as_ref()
+    }
+}
+
+/// Header lookup over Pingora's request header map.
+struct ReqHeaders<'a>(&'a RequestHeader);
+
+impl Headers for ReqHeaders<'_> {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.0.headers.get(name).map(|v| v.as_bytes())
+    }
+}
+
+fn body_len(req: &RequestHeader) -> Option<u64> {
+    if req.headers.contains_key("transfer-encoding") {
+        return None;
+    }
+    match req.headers.get("content-length") {
+        Some(v) => v.to_str().ok().and_then(|s| s.trim().parse().ok()),
+        None => Some(0),
+    }
+}
+
+fn client_ip(session: &Session) -> Option<IpAddr> {
+    match session.client_addr()? {
+        PingoraAddr::Inet(a) => Some(a.ip()),
+        _ => None,
+    }
+}
+
+/// An error that ends Pingora's retry loop (the engine has decided).
+fn stop(context: &'static str) -> Box<Error> {
+    let mut e = Error::explain(ErrorType::Custom("weir"), context);
+    e.set_retry(false);
+    e
+}
+
+/// Writes a response the engine made (rejection, 502/504, fallback) to the client.
+pub async fn write_gateway_response(
+    session: &mut Session,
+    resp: &GatewayResponse,
+) -> pingora::Result<()> {
+    let mut head = ResponseHeader::build(resp.status, Some(resp.headers.len() + 1))?;
+    for (name, value) in &resp.headers {
+        head.append_header(*name, value.as_str())?;
+    }
+    head.insert_header("content-length", resp.body.len().to_string())?;
+    let head_only = resp.body.is_empty() || session.req_header().method == "HEAD";
+    session
+        .write_response_header(Box::new(head), head_only)
+        .await?;
+    if !head_only {
+        session
+            .write_response_body(Some(Bytes::copy_from_slice(&resp.body)), true)
+            .await?;
+    }
+    Ok(())
+}
+
+impl Weir {
+    /// Wraps an engine (built with `Engine::load` / `Engine::from_toml`).
+    pub fn new(engine: Engine) -> Weir {
+        Weir {
+            engine,
+            inflight: Inflight::default(),
+        }
+    }
+
+    /// The engine (for the admin API, reloads, metrics).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Requests in progress in this proxy (what a graceful shutdown waits for).
+    pub fn inflight(&self) -> Inflight {
+        self.inflight.clone()
+    }
+
+    /// A fresh per-request context (`ProxyHttp::new_ctx`).
+    pub fn new_ctx(&self) -> WeirCtx {
+        WeirCtx::default()
+    }
+
+    /// `ProxyHttp::request_filter`: route, descriptor, rate limit, concurrency (waiting in the
+    /// queue or a leaky-bucket delay), breaker. Returns `Ok(true)` when weir answered the
+    /// request itself (404 no_route, 429, 403, 503, fallback): return that from your filter.
+    pub async fn request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut WeirCtx,
+    ) -> pingora::Result<bool> {
+        ctx._inflight = Some(self.inflight.enter());
+        if let Some((status, reason)) = self.head_limits(session.req_header()) {
+            // An HTTP-layer limit: the request is not understood, so no Flow (CONTRACT §3).
+            session.set_keepalive(None);
+            let id = session.req_header().headers.get("x-request-id");
+            let id = id.and_then(|v| v.to_str().ok());
+            let resp = self.engine.reject_malformed(status, reason, id);
+            write_gateway_response(session, &resp).await?;
+            return Ok(true);
+        }
+        let mut flow = {
+            let req = session.req_header();
+            let headers = ReqHeaders(req);
+            let target = req.uri.path_and_query().map_or("/", |p| p.as_str());
+            let info = RequestInfo {
+                method: req.method.as_str(),
+                path: target,
+                headers: &headers,
+                client_ip: client_ip(session),
+                body_len: body_len(req),
+            };
+            self.engine.begin(&info)
+        };
+        let admission = flow.admit(&TokioTimer).await;
+        ctx.flow = Some(Mutex::new(flow));
+        match admission {
+            Admission::Proceed => Ok(false),
+            Admission::Respond(resp) => {
+                write_gateway_response(session, &resp).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// `server.max_header_bytes` (431) and the 8 KiB request-line limit (414). Pingora's
+    /// parser has its own, larger bound, so weir checks the parsed head against the config.
+    /// The size counts the request line and each header line as sent (`name: value\r\n`).
+    fn head_limits(&self, req: &RequestHeader) -> Option<(u16, &'static str)> {
+        const MAX_REQUEST_LINE: usize = 8 * 1024;
+        let line = req.method.as_str().len() + 1 + req.raw_path().len() + " HTTP/1.1\r\n".len();
+        if line > MAX_REQUEST_LINE {
+            return Some((414, "uri_too_long"));
+        }
+        let headers: usize = req
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum();
+        (line + headers + 2 > self.engine.server().max_header_bytes)
+            .then_some((431, "headers_too_large"))
+    }
+
+    /// `ProxyHttp::upstream_peer`: waits out the backoff the engine chose for a retry, then
+    /// asks it for the next attempt and returns the peer with the attempt's timeouts. When no
+    /// attempt may start (deadline), returns an error and `fail_to_proxy` writes the engine's
+    /// response.
+    pub async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut WeirCtx,
+    ) -> pingora::Result<Box<HttpPeer>> {
+        if let Some(backoff) = ctx.backoff.take() {
+            tokio::time::sleep(backoff).await;
+        }
+        if !core::mem::take(&mut ctx.same_attempt) || ctx.attempt.is_none() {
+            let flow = ctx
+                .flow()
+                .ok_or_else(|| stop("weir: request_filter was not called"))?;
+            match flow.next_attempt() {
+                Ok(a) => ctx.attempt = Some(a),
+                Err(resp) => {
+                    ctx.attempt = None;
+                    ctx.respond = Some(resp);
+                    return Err(stop("weir: no attempt may start"));
+                }
+            }
+        }
+        ctx.reported = false;
+        let a = ctx
+            .attempt
+            .as_ref()
+            .ok_or_else(|| stop("weir: no attempt"))?;
+        Ok(Box::new(self.peer_for(a)))
+    }
+
+    /// The Pingora peer for an attempt. Timeouts: connect = the attempt's connect timeout;
+    /// read and write = the per-try timeout (see the crate docs on what that means for slow
+    /// response bodies); pooled idle connections = `server.idle_timeout`.
+    pub fn peer_for(&self, a: &Attempt) -> HttpPeer {
+        let mut peer = HttpPeer::new(a.endpoint, false, String::new());
+        let o = &mut peer.options;
+        o.connection_timeout = Some(a.connect_timeout);
+        o.total_connection_timeout = Some(a.connect_timeout);
+        o.read_timeout = Some(a.per_try_timeout);
+        o.write_timeout = Some(a.per_try_timeout);
+        o.idle_timeout = Some(self.engine.server().idle_timeout);
+        peer
+    }
+
+    /// `ProxyHttp::upstream_request_filter`: adds the attempt's request headers
+    /// (`x-request-id`, ...).
+    pub fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut WeirCtx,
+    ) -> pingora::Result<()> {
+        if let Some(a) = &ctx.attempt {
+            for (name, value) in &a.request_headers {
+                upstream_request.insert_header(*name, value.as_str())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `ProxyHttp::upstream_response_filter`: the attempt produced a response head. The
+    /// engine decides: forward it (weir's headers are added here), retry (a retryable
+    /// status such as 503: the head is discarded, nothing was sent to the client), or answer
+    /// with its own response.
+    pub fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut WeirCtx,
+    ) -> pingora::Result<()> {
+        let status = upstream_response.status.as_u16();
+        if (100..200).contains(&status) && status != 101 {
+            return Ok(()); // informational; the final head follows
+        }
+        if ctx.forwarded || ctx.attempt.is_none() {
+            return Ok(());
+        }
+        let Some(flow) = ctx.flow() else {
+            return Ok(());
+        };
+        let next = flow.on_attempt(AttemptResult::Response { status });
+        ctx.reported = true;
+        match next {
+            Next::Forward { headers } => {
+                for (name, value) in headers {
+                    upstream_response.insert_header(name, value)?;
+                }
+                ctx.forwarded = true;
+                Ok(())
+            }
+            Next::Retry { backoff } => {
+                ctx.backoff = Some(backoff);
+                let mut e = Error::explain(ErrorType::HTTPStatus(status), "weir: retrying status");
+                e.set_retry(true);
+                Err(e)
+            }
+            Next::Respond(resp) => {
+                ctx.respond = Some(resp);
+                Err(stop("weir: upstream response replaced"))
+            }
+        }
+    }
+
+    /// `ProxyHttp::fail_to_connect`: report a connect failure, mark the error retryable if
+    /// the engine wants another attempt.
+    pub fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut WeirCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        let retry = self.decide(ctx, AttemptResult::ConnectFailure);
+        e.set_retry(retry);
+        e
+    }
+
+    /// `ProxyHttp::error_while_proxy`: an error on an established (or reused) upstream
+    /// connection. Before the head was forwarded it is an attempt outcome (reset, protocol
+    /// error, per-try timeout) for the engine to decide on; after, the body was cut and
+    /// nothing can be retried.
+    pub fn error_while_proxy(
+        &self,
+        _peer: &HttpPeer,
+        session: &mut Session,
+        mut e: Box<Error>,
+        ctx: &mut WeirCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        if ctx.forwarded {
+            if ctx.error.is_none() {
+                ctx.error = Some(match e.esource() {
+                    ErrorSource::Downstream => "client_closed",
+                    _ => "upstream_body_truncated",
+                });
+            }
+            e.set_retry(false);
+            return e;
+        }
+        if ctx.reported {
+            // The head was judged in `upstream_response_filter`: the retry (or not) is decided.
+            let retry = ctx.backoff.is_some() && ctx.respond.is_none();
+            e.set_retry(retry);
+            return e;
+        }
+        if *e.esource() == ErrorSource::Downstream {
+            // The client went away (or sent a bad body) while the attempt was in progress.
+            ctx.error.get_or_insert("client_closed");
+            e.set_retry(false);
+            return e;
+        }
+        if session.as_ref().retry_buffer_truncated()
+            && let Some(flow) = ctx.flow()
+        {
+            flow.body_not_replayable();
+        }
+        if matches!(e.retry, RetryType::ReusedOnly)
+            && client_reused
+            && session.req_header().method.is_idempotent()
+            && !session.as_ref().retry_buffer_truncated()
+        {
+            // A pooled keep-alive connection was already closed by the upstream: the request
+            // never reached it. Pingora's own rule: retry such requests on a fresh connection
+            // — the same attempt, not a new one the policy would count.
+            ctx.same_attempt = true;
+            e.set_retry(true);
+            return e;
+        }
+        let result = classify(&e);
+        let retry = self.decide(ctx, result);
+        e.set_retry(retry);
+        e
+    }
+
+    fn decide(&self, ctx: &mut WeirCtx, result: AttemptResult) -> bool {
+        if ctx.attempt.is_none() {
+            return false;
+        }
+        let Some(flow) = ctx.flow() else { return false };
+        let next = flow.on_attempt(result);
+        ctx.reported = true;
+        match next {
+            Next::Retry { backoff } => {
+                ctx.backoff = Some(backoff);
+                true
+            }
+            Next::Respond(resp) => {
+                ctx.respond = Some(resp);
+                false
+            }
+            // Not expected for a failed attempt; let Pingora's error path answer.
+            Next::Forward { .. } => false,
+        }
+    }
+
+    /// `ProxyHttp::fail_to_proxy`: writes the response the engine made for a request that
+    /// ends without a forwarded upstream response (502 upstream_unavailable, 504, fallback).
+    pub async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut WeirCtx,
+    ) -> FailToProxy {
+        let written = session.response_written().map(|h| h.status.as_u16());
+        if let Some(status) = written {
+            // Head already forwarded: the body was cut; the client sees a short body.
+            return FailToProxy {
+                error_code: status,
+                can_reuse_downstream: false,
+            };
+        }
+        if let Some(resp) = ctx.respond.take() {
+            let ok = write_gateway_response(session, &resp).await.is_ok();
+            return FailToProxy {
+                error_code: if ok { resp.status } else { 0 },
+                can_reuse_downstream: false,
+            };
+        }
+        if *e.esource() == ErrorSource::Downstream {
+            ctx.error.get_or_insert("client_closed");
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        // An error weir did not decide on (e.g. in another filter of the user's proxy).
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(c) => *c,
+            _ => 502,
+        };
+        let _ = session.respond_error(code).await;
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    /// `ProxyHttp::logging`: ends the request in the engine (access log record, duration
+    /// and outcome metrics, permits released).
+    pub fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut WeirCtx) {
+        let status = session.response_written().map_or(0, |h| h.status.as_u16());
+        if ctx.error.is_none()
+            && ctx.forwarded
+            && let Some(e) = e
+        {
+            ctx.error = Some(match e.esource() {
+                ErrorSource::Downstream => "client_closed",
+                _ => "upstream_body_truncated",
+            });
+        }
+        if let Some(flow) = ctx.flow.take() {
+            let flow = flow
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            flow.finish(status, ctx.error);
+        }
+        ctx._inflight = None;
+    }
+}
+
+/// Maps a Pingora error on an established connection (before the head) to an attempt
+/// outcome.
+fn classify(e: &Error) -> AttemptResult {
+    match e.etype() {
+        ErrorType::ReadTimedout | ErrorType::WriteTimedout => AttemptResult::PerTryTimeout,
+        ErrorType::ConnectTimedout
+        | ErrorType::ConnectRefused
+        | ErrorType::ConnectNoRoute
+        | ErrorType::ConnectError
+        | ErrorType::TLSHandshakeFailure
+        | ErrorType::TLSHandshakeTimedout
+        | ErrorType::HandshakeError
+        | ErrorType::SocketError
+        | ErrorType::BindError => AttemptResult::ConnectFailure,
+        ErrorType::ReadError | ErrorType::WriteError | ErrorType::ConnectionClosed => {
+            AttemptResult::Reset
+        }
+        _ => AttemptResult::ProtocolError,
+    }
+}
