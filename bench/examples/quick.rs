@@ -1,8 +1,13 @@
 //! CPU time per operation, for machines too loaded for wall-clock criterion figures:
 //! `perf stat -e task-clock:u target/release/examples/quick <row>` runs 20 M iterations of
 //! one row (`cas`, `load`, `semaphore`, `tokio_semaphore`, `breaker_shared`,
-//! `breaker_shared_rate`, `breaker_single`, `budget_deposit`, `budget_withdraw`, `deadline`);
-//! task-clock counts only the time the process was on a CPU.
+//! `breaker_shared_rate`, `breaker_single`, `budget_deposit`, `budget_withdraw`,
+//! `budget_single_withdraw`, `deadline`, `tb_single`, `tb_shared` (the `token_bucket`
+//! suite's workloads), `std_clock`, `quanta_raw`, `governor_check`, `tb_shared_std_clock`,
+//! `tb_single_std_clock`, `quanta_clock`, `tb_shared_quanta_clock`,
+//! `tb_single_quanta_clock`); task-clock counts only the time the process was on a CPU.
+//! Without clock reads, the rows are deterministic: `valgrind --tool=callgrind` gives their
+//! instruction counts (divide the total by the iterations).
 use std::hint::black_box;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,6 +100,94 @@ fn main() {
                 t += 1000;
                 b.deposit(Nanos(t));
                 black_box(b.try_withdraw(black_box(Nanos(t))));
+            }
+        }
+        "budget_single_withdraw" => {
+            let mut b =
+                RetryBudget::new(RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap());
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 1000;
+                b.deposit(Nanos(t));
+                black_box(b.try_withdraw(black_box(Nanos(t))));
+            }
+        }
+        "tb_single" => {
+            let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                let _ = black_box(tb.acquire(Nanos(black_box(t)), 1));
+            }
+        }
+        "tb_shared" => {
+            let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                let _ = black_box(tb.acquire(Nanos(black_box(t)), 1));
+            }
+        }
+        "std_clock" => {
+            let c = StdClock::new();
+            for _ in 0..n {
+                black_box(c.now());
+            }
+        }
+        "quanta_raw" => {
+            let c = quanta::Clock::new();
+            for _ in 0..n {
+                black_box(c.raw());
+            }
+        }
+        "governor_check" => {
+            let gov = governor::RateLimiter::direct(
+                governor::Quota::with_period(std::time::Duration::from_secs(1))
+                    .unwrap()
+                    .allow_burst(std::num::NonZeroU32::MAX),
+            );
+            for _ in 0..n {
+                let _ = black_box(gov.check());
+            }
+        }
+        "tb_shared_std_clock" => {
+            let c = StdClock::new();
+            let tb = SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000)
+                .unwrap();
+            tb.reset(c.now());
+            for _ in 0..n {
+                let _ = black_box(tb.acquire(c.now(), 1));
+            }
+        }
+        "tb_single_std_clock" => {
+            let c = StdClock::new();
+            let mut tb =
+                TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
+            for _ in 0..n {
+                let _ = black_box(tb.acquire(c.now(), 1));
+            }
+        }
+        "quanta_clock" => {
+            let c = QuantaClock::new();
+            for _ in 0..n {
+                black_box(c.now());
+            }
+        }
+        "tb_shared_quanta_clock" => {
+            let c = QuantaClock::new();
+            let tb = SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000)
+                .unwrap();
+            tb.reset(c.now());
+            for _ in 0..n {
+                let _ = black_box(tb.acquire(c.now(), 1));
+            }
+        }
+        "tb_single_quanta_clock" => {
+            let c = QuantaClock::new();
+            let mut tb =
+                TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
+            for _ in 0..n {
+                let _ = black_box(tb.acquire(c.now(), 1));
             }
         }
         "deadline" => {

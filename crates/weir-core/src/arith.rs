@@ -54,6 +54,21 @@ impl Divider {
         ((((n << 1) as u128 * self.m as u128) >> 64) as u64) >> self.l
     }
 
+    /// `⌊n / d⌋` for `n < 2^63` only (checked in debug builds): the hot-path form, one
+    /// multiply and two shifts with no branch and no hardware-division fallback.
+    #[inline(always)]
+    pub(crate) const fn div_lt_half(self, n: u64) -> u64 {
+        debug_assert!(n < HALF);
+        ((((n << 1) as u128 * self.m as u128) >> 64) as u64) >> self.l
+    }
+
+    /// `⌈n / d⌉` for `n < 2^63` only (see [`Divider::div_lt_half`]).
+    #[inline(always)]
+    pub(crate) const fn div_ceil_lt_half(self, n: u64) -> u64 {
+        let q = self.div_lt_half(n);
+        q + (q * self.d != n) as u64
+    }
+
     /// `⌈n / d⌉`.
     #[inline]
     pub(crate) const fn div_ceil(self, n: u64) -> u64 {
@@ -115,6 +130,10 @@ mod tests {
             let dv = Divider::new(d);
             for &n in &ns {
                 assert_eq!(dv.div(n), n / d, "{n}/{d}");
+                if n < HALF {
+                    assert_eq!(dv.div_lt_half(n), n / d, "{n}/{d}");
+                    assert_eq!(dv.div_ceil_lt_half(n), n.div_ceil(d), "ceil {n}/{d}");
+                }
                 assert_eq!(dv.div_ceil(n), n.div_ceil(d), "ceil {n}/{d}");
             }
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -124,6 +143,9 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 let n = x >> (x % 64);
                 assert_eq!(dv.div(n), n / d);
+                let h = n >> 1;
+                assert_eq!(dv.div_lt_half(h), h / d);
+                assert_eq!(dv.div_ceil_lt_half(h), h.div_ceil(d));
             }
         }
         assert_eq!(Divider::new(3).div_ceil_wide(u128::MAX), u64::MAX);

@@ -83,6 +83,8 @@ pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use sliding_log::{SlidingLog, SlidingLogConfig};
 #[cfg(feature = "std")]
 pub use time::StdClock;
+#[cfg(feature = "quanta")]
+pub use time::QuantaClock;
 pub use time::{Clock, ManualClock, Nanos};
 pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use window::{

@@ -193,6 +193,13 @@ pub struct RetryBudget {
     head: u64,
     dep: [u64; SLOTS],
     wd: [u64; SLOTS],
+    /// The window sums `(deposits, withdrawals)` as seen at slot index `sums_idx`, kept
+    /// current by every count at that index, so a withdrawal is O(1) until the head moves
+    /// to a new slot (once per slot length, ≥ 67 ms). Exactly what a full sum would give:
+    /// at a fixed index, only the slot of that index changes, and it lies in both windows;
+    /// a slot reused for that index held an index at least `SLOTS` older, outside both.
+    sums_idx: u64,
+    sums: (u64, u64),
 }
 
 impl RetryBudget {
@@ -203,6 +210,9 @@ impl RetryBudget {
             head: 0,
             dep: [0; SLOTS],
             wd: [0; SLOTS],
+            // All slots empty: the sums at index 0 are zero.
+            sums_idx: 0,
+            sums: (0, 0),
         }
     }
     /// The parameters.
@@ -214,6 +224,16 @@ impl RetryBudget {
         self.head = self.head.max(self.cfg.index(now));
         self.head
     }
+    /// The window sums at `idx` (the head), from the cache or recomputed when the head
+    /// has moved since.
+    #[inline]
+    fn window_sums(&mut self, idx: u64) -> (u64, u64) {
+        if self.sums_idx != idx {
+            self.sums = self.cfg.sums(idx, |i| self.dep[i], |i| self.wd[i]);
+            self.sums_idx = idx;
+        }
+        self.sums
+    }
     /// Records one request.
     #[inline]
     pub fn deposit(&mut self, now: Nanos) {
@@ -221,13 +241,16 @@ impl RetryBudget {
         let s = &mut self.dep[(idx % SLOTS as u64) as usize];
         if let Some(w) = bump(*s, idx) {
             *s = w;
+            if self.sums_idx == idx {
+                self.sums.0 += 1;
+            }
         }
     }
     /// Takes one retry if the budget allows it.
     #[inline]
     pub fn try_withdraw(&mut self, now: Nanos) -> bool {
         let idx = self.idx(now);
-        let (d, w) = self.cfg.sums(idx, |i| self.dep[i], |i| self.wd[i]);
+        let (d, w) = self.window_sums(idx);
         if self.cfg.credit(d, w) == 0 {
             return false;
         }
@@ -235,6 +258,7 @@ impl RetryBudget {
         match bump(*s, idx) {
             Some(v) => {
                 *s = v;
+                self.sums.1 += 1; // sums_idx == idx here
                 true
             }
             None => false,
@@ -243,7 +267,7 @@ impl RetryBudget {
     /// Whole retries grantable now.
     pub fn available(&mut self, now: Nanos) -> u64 {
         let idx = self.idx(now);
-        let (d, w) = self.cfg.sums(idx, |i| self.dep[i], |i| self.wd[i]);
+        let (d, w) = self.window_sums(idx);
         u64::try_from(self.cfg.credit(d, w)).unwrap_or(u64::MAX)
     }
 }

@@ -59,7 +59,9 @@
 //!
 //! # Cost
 //! The hot path is one 64×64→128 multiply for `now·k`, a compare, and two
-//! multiply-shift divisions by constants precomputed at construction (no `div`).
+//! multiply-shift divisions by constants precomputed at construction (no `div`, no branch:
+//! their numerators are below 2^62 by construction, so the hardware-division fallback and
+//! its panic path are not compiled into the admitted path).
 //!
 //! ```
 //! use weir_core::{Nanos, TokenBucket, Verdict};
@@ -176,11 +178,13 @@ impl TokenBucketConfig {
     /// `remaining` and `reset_after` when `0 < ahead ≤ W` (the admitted case).
     #[inline(always)]
     fn levels_in(&self, ahead: u64) -> (u64, Nanos) {
+        // slack ≤ W ≤ 2^62 and units ≤ T ≤ W: both below 2^63, so the branch-free
+        // divisions apply (no fallback, no panic path on the hot path).
         let slack = self.w - ahead;
         let t = self.t.divisor();
-        let q = self.t.div(slack);
+        let q = self.t.div_lt_half(slack);
         let units = t - (slack - q * t);
-        (q, Nanos(self.k.div_ceil(units)))
+        (q, Nanos(self.k.div_ceil_lt_half(units)))
     }
 
     /// `remaining` and `reset_after` counted against a smaller `window ≤ W` (the leaky

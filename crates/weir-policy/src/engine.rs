@@ -15,7 +15,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use weir_core::{Clock, Nanos, StdClock};
+use weir_core::{Clock, Nanos, QuantaClock};
 
 /// CLI overrides applied on top of the file (and re-applied after every reload).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,7 +133,7 @@ impl Engine {
         Self::build(
             set,
             Source::File(path.to_path_buf()),
-            Arc::new(StdClock::new()),
+            Arc::new(QuantaClock::new()),
             random_u64(),
         )
     }
@@ -141,7 +141,7 @@ impl Engine {
     /// Same from text; `origin` is the name used in errors (e.g. `"demo.toml"`).
     /// `reload` re-reads nothing and keeps this text.
     pub fn from_toml(text: &str, origin: &str) -> Result<Engine, ConfigError> {
-        Self::from_toml_with_clock(text, origin, Arc::new(StdClock::new()))
+        Self::from_toml_with_clock(text, origin, Arc::new(QuantaClock::new()))
     }
 
     /// For tests and simulations: an engine on an injected clock (e.g. a `ManualClock`).
