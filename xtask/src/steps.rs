@@ -1,6 +1,5 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
-use crate::setup::ensure_apt;
 use crate::{Result, cargo, root, run, setup, step};
 use std::process::Command;
 
@@ -63,10 +62,16 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
+/// Unit, property and integration tests of every crate — including the end-to-end suites
+/// (`crates/weir-e2e`, run by each frontend's `tests/e2e.rs` against its real binary) and
+/// the tests against a real `redis-server`, which is installed first; with
+/// `WEIR_REQUIRE_REDIS=1` a Redis test that cannot start Redis fails instead of skipping.
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    ensure_apt(&[("cmake", "cmake")])?;
-    run(cargo().args(["test", "--workspace", "--all-targets"]))?;
+    setup::ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
+    run(cargo()
+        .args(["test", "--workspace", "--all-targets"])
+        .env("WEIR_REQUIRE_REDIS", "1"))?;
     run(cargo().args(["test", "--workspace", "--doc"]))
 }
 

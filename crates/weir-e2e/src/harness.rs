@@ -15,7 +15,9 @@ use crate::client::{Client, Resp};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// A free loopback port (bound then released; a tiny race is acceptable on loopback).
+/// A free loopback port (bound then released). Another process may take it before the
+/// caller binds it (an outgoing connection's ephemeral port, another test's server):
+/// [`Gateway::start`] retries with fresh ports when that happens.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -23,9 +25,25 @@ pub fn free_port() -> u16 {
         .expect("bind")
 }
 
-/// A loopback address nothing listens on.
+/// Sockets bound (never listening) for the whole test process: see [`dead_addr`].
+static DEAD: Mutex<Vec<socket2::Socket>> = Mutex::new(Vec::new());
+
+/// A loopback address nothing listens on, for the lifetime of the test process: the port
+/// stays bound to a socket that never listens, so connecting is refused and no other test
+/// (or gateway) can start serving on it — a released port could be taken by a concurrent
+/// test and turn a "dead" upstream alive.
 pub fn dead_addr() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], free_port()))
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind");
+    let addr = sock
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("bound address");
+    DEAD.lock().unwrap_or_else(|p| p.into_inner()).push(sock);
+    addr
 }
 
 /// A per-test scratch directory.
@@ -50,6 +68,25 @@ pub struct Gateway {
     pub config_path: PathBuf,
     stdout: Arc<Mutex<Vec<u8>>>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// While starting: a failed attempt must not remove the config a retry reuses.
+    keep_dir: bool,
+}
+
+/// How many times [`Gateway::start`] tries fresh ports.
+pub const START_ATTEMPTS: usize = 5;
+
+enum Fail {
+    AddrInUse(String),
+    Other(String),
+}
+
+/// Whether a start-up error says a port was taken (any frontend's wording of EADDRINUSE).
+fn is_addr_in_use(stderr: &str) -> bool {
+    let e = stderr.to_ascii_lowercase();
+    e.contains("address already in use")
+        || e.contains("addrinuse")
+        || e.contains("os error 98")
+        || e.contains("address in use")
 }
 
 fn capture(mut r: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
@@ -69,21 +106,42 @@ fn capture(mut r: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
 
 impl Gateway {
     /// Writes `config` to a scratch file and starts `bin` on it with fresh loopback ports and
-    /// one worker; returns once the admin `/healthz` answers 200 (panics after 15 s).
+    /// one worker; returns once the admin `/healthz` answers 200 and the main port accepts
+    /// (panics after 15 s, with the process's stderr).
     pub fn start(bin: &Path, config: &str) -> Gateway {
         Self::start_with(bin, config, &[])
     }
 
     /// [`start`](Self::start) with extra command-line arguments.
+    ///
+    /// The listen and admin ports are picked free just before the process starts; if it
+    /// exits early because one was taken in between ("address in use"), it is started
+    /// again on fresh ports (up to [`START_ATTEMPTS`] times). Any other failure panics with
+    /// the process's stderr.
     pub fn start_with(bin: &Path, config: &str, extra: &[&str]) -> Gateway {
         let dir = scratch_dir();
         let config_path = dir.join("gateway.toml");
         std::fs::write(&config_path, config).expect("write config");
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::try_start(bin, &config_path, extra) {
+                Ok(gw) => return gw,
+                Err(Fail::AddrInUse(stderr)) => last = stderr,
+                Err(Fail::Other(msg)) => panic!("{msg}"),
+            }
+        }
+        panic!(
+            "{} could not bind fresh ports {START_ATTEMPTS} times; last stderr:\n{last}",
+            bin.display()
+        );
+    }
+
+    fn try_start(bin: &Path, config_path: &Path, extra: &[&str]) -> Result<Gateway, Fail> {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut child = Command::new(bin)
             .arg("--config")
-            .arg(&config_path)
+            .arg(config_path)
             .args(["--listen", &addr.to_string(), "--admin", &admin.to_string()])
             .args(["--workers", "1"])
             .args(extra)
@@ -98,9 +156,10 @@ impl Gateway {
             child: Some(child),
             addr,
             admin,
-            config_path,
+            config_path: config_path.to_path_buf(),
             stdout,
             stderr,
+            keep_dir: true,
         };
         let until = Instant::now() + Duration::from_secs(15);
         loop {
@@ -108,20 +167,33 @@ impl Gateway {
                 && r.status == 200
                 && TcpStream::connect(addr).is_ok()
             {
-                return gw;
+                gw.keep_dir = false;
+                return Ok(gw);
             }
-            assert!(
-                Instant::now() < until,
-                "{} did not become ready; stderr:\n{}",
-                bin.display(),
-                gw.stderr_text()
-            );
             if let Some(Ok(Some(st))) = gw.child.as_mut().map(Child::try_wait) {
-                panic!(
-                    "{} exited early ({st}); stderr:\n{}",
+                // Let the capture threads drain the pipes before reading them.
+                thread::sleep(Duration::from_millis(50));
+                let err = gw.stderr_text();
+                if is_addr_in_use(&err) {
+                    eprintln!(
+                        "weir-e2e: {} could not bind {addr} / {admin} (taken since picked); \
+                         retrying on fresh ports",
+                        bin.display()
+                    );
+                    return Err(Fail::AddrInUse(err));
+                }
+                return Err(Fail::Other(format!(
+                    "{} exited early ({st}); stderr:\n{err}\nstdout:\n{}",
+                    bin.display(),
+                    gw.stdout_text()
+                )));
+            }
+            if Instant::now() >= until {
+                return Err(Fail::Other(format!(
+                    "{} did not become ready within 15 s; stderr:\n{}",
                     bin.display(),
                     gw.stderr_text()
-                );
+                )));
             }
             thread::sleep(Duration::from_millis(20));
         }
@@ -184,7 +256,9 @@ impl Drop for Gateway {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if let Some(dir) = self.config_path.parent() {
+        if !self.keep_dir
+            && let Some(dir) = self.config_path.parent()
+        {
             let _ = std::fs::remove_dir_all(dir);
         }
     }

@@ -6,11 +6,15 @@
 //! scenario. A binary must accept `--config F --listen ADDR --admin ADDR --workers N`, answer
 //! `/healthz` on the admin address, and drain on SIGINT.
 //!
+//! Scenarios that need Redis start their own `redis-server` on a free loopback port and skip
+//! (with a message) when it is not installed, unless `WEIR_REQUIRE_REDIS=1` ([`redis`]).
+//!
 //! Everything is bounded: every socket has a timeout, every child process is killed when its
 //! [`Gateway`] is dropped, and upstreams are threads of the test process on 127.0.0.1.
 
 pub mod client;
 pub mod harness;
+pub mod redis;
 pub mod scenarios;
 pub mod upstreams;
 
@@ -44,6 +48,19 @@ macro_rules! suite {
             admin_reload_bad_then_good,
             breaker_opens_then_fallback,
             sigint_drains_in_flight_and_exits_0,
+            two_instances_local_limits_multiply,
+            global_limit_shared_and_store_failure_explicit,
+            leaky_bucket_shapes_a_burst,
+            concurrency_queue_full_timeout_and_proceed,
+            shadow_mode_counts_but_never_rejects,
+            empty_key_403_and_key_too_long_400,
+            access_log_fields_and_redaction,
+            reload_keeps_limiter_state,
+            every_response_has_request_id_and_instance,
+            metrics_families_from_start_up_with_route_labels,
+            slowloris_trickle_gets_408,
+            missing_host_accepted_duplicate_host_400,
+            bad_chunk_after_forwarding_counted_once,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

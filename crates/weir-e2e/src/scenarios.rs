@@ -630,3 +630,644 @@ pub fn sigint_drains_in_flight_and_exits_0(bin: &Path) {
     let mut b = [0u8; 1];
     assert!(matches!(idle.stream().read(&mut b), Ok(0) | Err(_)));
 }
+
+/// The value of one metric series (`name{labels}` exactly as exposed), if present.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits up to 3 s for the access log (stdout or a file) to contain `needle`.
+fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = read();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < until,
+            "access log lacks {needle:?} after 3 s:\n{text}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> String {
+    format!(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = {rate}\nper = \"{per}\"\nburst = {burst}\nkey = [\"route\"]\n{extra}\n"
+    )
+}
+
+/// Seed 000: two instances with a *local* limit of 2 per minute admit 4 between them
+/// (replicas multiply local limits); the upstream saw 4.
+pub fn two_instances_local_limits_multiply(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}{}",
+        route("ok", "/ok", "blue"),
+        token_bucket(2, "60s", 2, "")
+    );
+    let cfg = config(&[("blue", blue.addr())], &routes);
+    let (a, b) = (Gateway::start(bin, &cfg), Gateway::start(bin, &cfg));
+    let statuses: Vec<u16> = (0..6usize)
+        .map(|i| {
+            client::get(
+                if i.is_multiple_of(2) { a.addr } else { b.addr },
+                "/ok",
+                &[],
+            )
+            .status
+        })
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429], "alternating A, B");
+    assert_eq!(blue.stats().path("/ok"), 4, "upstream saw 4");
+}
+
+/// Seeds 000/002 with a real Redis: two instances on one *global* bucket of 2 per minute
+/// admit 2 in total whichever is hit; with Redis stopped a `deny` route answers 503
+/// `ratelimit_store_unavailable` without an upstream attempt and an `allow` route proxies
+/// marked `x-weir-ratelimit: bypassed`; after Redis restarts on the same port, both
+/// recover without a gateway restart. Skips when `redis-server` is missing (unless
+/// `WEIR_REQUIRE_REDIS=1`).
+pub fn global_limit_shared_and_store_failure_explicit(bin: &Path) {
+    let Some(mut redis) = crate::redis::RedisServer::start("global_limit") else {
+        return;
+    };
+    let blue = demo("blue");
+    let routes = format!(
+        "[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 250\nlease = 0\n\n{}{}{}{}",
+        redis.url(),
+        route("deny", "/ok", "blue"),
+        token_bucket(2, "60s", 2, "scope = \"global\"\non_store_error = \"deny\""),
+        route("allow", "/echo", "blue"),
+        token_bucket(
+            2,
+            "60s",
+            2,
+            "scope = \"global\"\non_store_error = \"allow\""
+        ),
+    );
+    let cfg = config(&[("blue", blue.addr())], &routes);
+    let (a, b) = (Gateway::start(bin, &cfg), Gateway::start(bin, &cfg));
+    let pick = |i: usize| if i.is_multiple_of(2) { a.addr } else { b.addr };
+
+    // One bucket for both instances: 2 admitted in total, in either order.
+    let got: Vec<client::Resp> = (0..4).map(|i| client::get(pick(i), "/ok", &[])).collect();
+    let statuses: Vec<u16> = got.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 200, 429, 429], "{got:?}");
+    assert_gateway_made(&got[2], 429, "rate_limited");
+    assert_eq!(blue.stats().path("/ok"), 2, "upstream saw 2");
+    let r = client::get(b.addr, "/ok", &[]);
+    assert_eq!(r.status, 429, "B after A's admissions: {r:?}");
+
+    // Store down: deny → 503 without an upstream attempt; allow → proxied, marked, counted.
+    redis.stop();
+    let before = blue.stats().path("/ok");
+    for gw in [&a, &b] {
+        let r = client::get(gw.addr, "/ok", &[]);
+        assert_gateway_made(&r, 503, "ratelimit_store_unavailable");
+        let r = client::get(gw.addr, "/echo", &[]);
+        assert_eq!(r.status, 200, "fail-open route proxies: {r:?}");
+        assert_eq!(r.header("x-weir-ratelimit"), Some("bypassed"), "{r:?}");
+    }
+    assert_eq!(
+        blue.stats().path("/ok"),
+        before,
+        "no upstream attempt while the store is down"
+    );
+    let m = a.admin("GET", "/metrics").text();
+    assert_eq!(
+        metric(&m, "weir_ratelimit_bypassed_total{route=\"allow\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "weir_requests_total{route=\"deny\",outcome=\"ratelimit_store_unavailable\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+
+    // Store back (empty: nothing is persisted): limiting resumes, no gateway restart.
+    redis.restart();
+    let until = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let r = client::get(a.addr, "/ok", &[]);
+        if r.status != 503 {
+            break r;
+        }
+        assert!(Instant::now() < until, "A never recovered: {r:?}");
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(first.status, 200, "{first:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    let second = loop {
+        let r = client::get(b.addr, "/ok", &[]);
+        if r.status != 503 {
+            break r;
+        }
+        assert!(Instant::now() < until, "B never recovered: {r:?}");
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(second.status, 200, "{second:?}");
+    assert_eq!(
+        client::get(a.addr, "/ok", &[]).status,
+        429,
+        "one bucket again"
+    );
+    let r = client::get(b.addr, "/echo", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("x-weir-ratelimit"),
+        None,
+        "no longer bypassed: {r:?}"
+    );
+}
+
+/// A leaky bucket (nginx `limit_req` semantics: rate 10/s, burst 5, every excess request
+/// delayed) shapes a burst of 8: 6 pass, spread ~100 ms apart, 2 get 429 with Retry-After.
+pub fn leaky_bucket_shapes_a_burst(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}[routes.rate_limit]\nalgorithm = \"leaky_bucket\"\nrate = 10\nper = \"1s\"\nburst = 5\nkey = [\"route\"]\n\n",
+        route("shaped", "/ok", "blue")
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let addr = gw.addr;
+    // Connect first, then fire all heads together.
+    let clients: Vec<Client> = (0..8).map(|_| Client::connect(addr).unwrap()).collect();
+    let go = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            let go = go.clone();
+            thread::spawn(move || {
+                go.wait();
+                let t = Instant::now();
+                let r = c.get("/ok", &[]).expect("response");
+                (r, t.elapsed())
+            })
+        })
+        .collect();
+    let mut results: Vec<(client::Resp, Duration)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    results.sort_by_key(|(_, d)| *d);
+    let passed: Vec<Duration> = results
+        .iter()
+        .filter(|(r, _)| r.status == 200)
+        .map(|(_, d)| *d)
+        .collect();
+    let rejected: Vec<&client::Resp> = results
+        .iter()
+        .filter(|(r, _)| r.status == 429)
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        (passed.len(), rejected.len()),
+        (6, 2),
+        "statuses: {:?}",
+        results
+            .iter()
+            .map(|(r, d)| (r.status, *d))
+            .collect::<Vec<_>>()
+    );
+    for r in &rejected {
+        assert_gateway_made(r, 429, "rate_limited");
+        let ra: u64 = r
+            .header("retry-after")
+            .expect("retry-after")
+            .parse()
+            .unwrap();
+        assert!(ra >= 1, "{r:?}");
+    }
+    // The 6th admitted request waited for 5 emission intervals (500 ms); none was cut short.
+    assert!(passed[0] < Duration::from_millis(300), "first: {passed:?}");
+    assert!(
+        passed[5] >= Duration::from_millis(400),
+        "the burst was shaped: {passed:?}"
+    );
+    assert_eq!(blue.stats().path("/ok"), 6);
+}
+
+fn slow_raw_upstream(ms: u64) -> RawUpstream {
+    RawUpstream::start(move |_, s| {
+        thread::sleep(Duration::from_millis(ms));
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .is_ok()
+    })
+}
+
+/// Concurrency 1 with a queue of 1: a queued request proceeds when the permit frees; a
+/// third finds the queue full (503 `concurrency_limited`); a queue wait longer than
+/// `queue_timeout` is 503 `queue_timeout`.
+pub fn concurrency_queue_full_timeout_and_proceed(bin: &Path) {
+    let up = slow_raw_upstream(600);
+    let routes = format!(
+        "{}[routes.concurrency]\nmax = 1\nqueue = 1\nqueue_timeout = \"5s\"\n\n{}[routes.concurrency]\nmax = 1\nqueue = 1\nqueue_timeout = \"150ms\"\n\n",
+        route("q", "/q", "up"),
+        route("qt", "/t", "up"),
+    );
+    let gw = Gateway::start(bin, &config(&[("up", up.addr)], &routes));
+    let addr = gw.addr;
+    let timed = move |path: &'static str| {
+        thread::spawn(move || {
+            let t = Instant::now();
+            let r = client::get(addr, path, &[]);
+            (r, t.elapsed())
+        })
+    };
+    let first = timed("/q");
+    thread::sleep(Duration::from_millis(150));
+    let queued = timed("/q");
+    thread::sleep(Duration::from_millis(150));
+    let (full, full_took) = timed("/q").join().unwrap();
+    assert_gateway_made(&full, 503, "concurrency_limited");
+    assert!(
+        full_took < Duration::from_millis(400),
+        "at once: {full_took:?}"
+    );
+    let (r1, _) = first.join().unwrap();
+    assert_eq!(r1.status, 200, "{r1:?}");
+    let (r2, took2) = queued.join().unwrap();
+    assert_eq!(r2.status, 200, "queued request proceeds: {r2:?}");
+    assert!(
+        took2 >= Duration::from_millis(700),
+        "it waited for the permit: {took2:?}"
+    );
+
+    let holder = timed("/t");
+    thread::sleep(Duration::from_millis(150));
+    let (r, took) = timed("/t").join().unwrap();
+    assert_gateway_made(&r, 503, "queue_timeout");
+    assert!(
+        took >= Duration::from_millis(120) && took < Duration::from_millis(550),
+        "queue_timeout 150 ms: {took:?}"
+    );
+    assert_eq!(holder.join().unwrap().0.status, 200);
+    let m = gw.admin("GET", "/metrics").text();
+    assert_eq!(
+        metric(
+            &m,
+            "weir_requests_total{route=\"q\",outcome=\"concurrency_limited\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "weir_requests_total{route=\"qt\",outcome=\"queue_timeout\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+/// Shadow mode never rejects: would-be rejections are counted in
+/// `weir_shadow_rejections_total` and logged with `"shadow"`.
+pub fn shadow_mode_counts_but_never_rejects(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}{}",
+        route("sh", "/ok", "blue"),
+        token_bucket(1, "60s", 1, "mode = \"shadow\"")
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    for i in 0..3 {
+        let r = client::get(gw.addr, "/ok", &[]);
+        assert_eq!(r.status, 200, "request {i} passes in shadow mode: {r:?}");
+    }
+    assert_eq!(blue.stats().path("/ok"), 3);
+    let m = gw.admin("GET", "/metrics").text();
+    assert_eq!(
+        metric(&m, "weir_shadow_rejections_total{route=\"sh\"}"),
+        Some(2.0),
+        "{m}"
+    );
+    let log = wait_for_log(|| gw.stdout_text(), "\"shadow\"");
+    assert!(log.contains("\"shadow\":\"rate_limited\""), "{log}");
+}
+
+/// A missing key part is 403 `empty_key` (an empty header value counts as missing); a key
+/// part longer than `max_key_bytes` is 400 `key_too_long`. Neither reaches the upstream.
+pub fn empty_key_403_and_key_too_long_400(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 100\nper = \"1s\"\nburst = 100\nkey = [\"route\", \"header:x-consumer-id\"]\ndeny_empty_key = true\nmax_key_bytes = 16\n\n",
+        route("keyed", "/ok", "blue")
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    assert_gateway_made(&client::get(gw.addr, "/ok", &[]), 403, "empty_key");
+    assert_gateway_made(
+        &client::get(gw.addr, "/ok", &["x-consumer-id: "]),
+        403,
+        "empty_key",
+    );
+    assert_gateway_made(
+        &client::get(
+            gw.addr,
+            "/ok",
+            &[&format!("x-consumer-id: {}", "a".repeat(40))],
+        ),
+        400,
+        "key_too_long",
+    );
+    assert_eq!(blue.stats().path("/ok"), 0);
+    let r = client::get(gw.addr, "/ok", &["x-consumer-id: alice"]);
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// `[log] access = PATH`: one JSON line per request with the contract's fields, written
+/// within a second; never the Authorization header, cookies, the raw key or the query string.
+pub fn access_log_fields_and_redaction(bin: &Path) {
+    let blue = demo("blue");
+    let dir = crate::harness::scratch_dir();
+    let log_path = dir.join("access.log");
+    let routes = format!(
+        "{}[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 100\nper = \"1s\"\nburst = 100\nkey = [\"route\", \"header:x-consumer-id\"]\n\n[log]\naccess = {:?}\n",
+        route("ok", "/ok", "blue"),
+        log_path.display().to_string()
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let r = client::get(
+        gw.addr,
+        "/ok?token=s3cr3t-query",
+        &[
+            "authorization: Bearer s3cr3t-bearer",
+            "cookie: session=s3cr3t-cookie",
+            "x-consumer-id: s3cr3t-consumer",
+            "x-request-id: log-rid-1",
+        ],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let t = Instant::now();
+    let text = wait_for_log(
+        || std::fs::read_to_string(&log_path).unwrap_or_default(),
+        "log-rid-1",
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t.elapsed()
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("log-rid-1"))
+        .expect("record");
+    assert!(
+        line.starts_with('{') && line.ends_with('}'),
+        "one JSON object: {line}"
+    );
+    for field in [
+        "\"ts\":",
+        "\"request_id\":\"log-rid-1\"",
+        "\"instance\":\"e2e\"",
+        "\"route\":\"ok\"",
+        "\"method\":\"GET\"",
+        "\"path\":\"/ok\"",
+        "\"status\":200",
+        "\"reason\":",
+        "\"key_digest\":\"",
+        "\"scope\":\"local\"",
+        "\"remaining\":",
+        "\"attempts\":[{\"status\":200",
+        "\"queue_ms\":",
+        "\"duration_ms\":",
+        "\"revision\":1",
+    ] {
+        assert!(line.contains(field), "{field} in {line}");
+    }
+    assert!(
+        !text.contains("s3cr3t"),
+        "secrets or the raw key leaked: {text}"
+    );
+    assert!(!text.contains("token="), "query string leaked: {text}");
+    drop(gw);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A reload that leaves a route's limit unchanged keeps its state: an exhausted bucket
+/// stays exhausted.
+pub fn reload_keeps_limiter_state(bin: &Path) {
+    let blue = demo("blue");
+    let ups = [("blue", blue.addr())];
+    let limited = format!(
+        "{}{}",
+        route("ok", "/ok", "blue"),
+        token_bucket(2, "60s", 2, "")
+    );
+    let gw = Gateway::start(bin, &config(&ups, &limited));
+    assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
+    assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
+    let more = format!("{limited}{}", route("stats", "/stats", "blue"));
+    std::fs::write(&gw.config_path, config(&ups, &more)).unwrap();
+    let r = gw.admin("POST", "/admin/reload");
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = client::get(gw.addr, "/ok", &[]);
+    assert_gateway_made(&r, 429, "rate_limited");
+    assert_eq!(client::get(gw.addr, "/stats", &[]).status, 200);
+}
+
+/// Every response through the gateway carries `x-request-id` and `x-weir-instance`:
+/// proxied, gateway-made, fallback-free errors, malformed input.
+pub fn every_response_has_request_id_and_instance(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}{}{}",
+        route("ok", "/ok", "blue"),
+        token_bucket(1, "60s", 1, ""),
+        route("dead", "/dead", "dead")
+    );
+    let gw = Gateway::start(
+        bin,
+        &config(&[("blue", blue.addr()), ("dead", dead_addr())], &routes),
+    );
+    let check = |what: &str, r: &client::Resp| {
+        assert!(
+            r.header("x-request-id").is_some_and(|v| !v.is_empty()),
+            "{what}: x-request-id: {r:?}"
+        );
+        assert_eq!(r.header("x-weir-instance"), Some("e2e"), "{what}: {r:?}");
+    };
+    check("proxied", &client::get(gw.addr, "/ok", &[]));
+    check("429", &client::get(gw.addr, "/ok", &[]));
+    check("404", &client::get(gw.addr, "/none", &[]));
+    check("502", &client::get(gw.addr, "/dead", &[]));
+    check(
+        "400",
+        &client::raw(gw.addr, b"GET / HTTP/1.1\r\nbad\r\n\r\n"),
+    );
+    check(
+        "505",
+        &client::raw(gw.addr, b"GET / HTTP/3.0\r\nhost: x\r\n\r\n"),
+    );
+    let r = client::raw(
+        gw.addr,
+        b"HEAD /ok HTTP/1.1\r\nhost: x\r\nx-request-id: h-1\r\n\r\n",
+    );
+    check("HEAD 429", &r);
+    assert_eq!(r.header("x-request-id"), Some("h-1"));
+}
+
+/// Every metric family has its `# TYPE` line from start-up, before any request; after
+/// traffic the series carry the route label.
+pub fn metrics_families_from_start_up_with_route_labels(bin: &Path) {
+    let blue = demo("blue");
+    let routes = format!(
+        "{}{}",
+        route("ok", "/ok", "blue"),
+        token_bucket(1, "60s", 1, "")
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let text = gw.admin("GET", "/metrics").text();
+    for (family, kind) in [
+        ("weir_requests_total", "counter"),
+        ("weir_shadow_rejections_total", "counter"),
+        ("weir_upstream_attempts_total", "counter"),
+        ("weir_retries_total", "counter"),
+        ("weir_keys_overflow_total", "counter"),
+        ("weir_retry_budget_exhausted_total", "counter"),
+        ("weir_breaker_state", "gauge"),
+        ("weir_breaker_transitions_total", "counter"),
+        ("weir_ratelimit_bypassed_total", "counter"),
+        ("weir_inflight", "gauge"),
+        ("weir_request_duration_seconds", "histogram"),
+    ] {
+        assert!(
+            text.lines().any(|l| l == format!("# TYPE {family} {kind}")),
+            "# TYPE {family} {kind} before any request:\n{text}"
+        );
+    }
+    assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
+    assert_eq!(client::get(gw.addr, "/ok", &[]).status, 429);
+    assert_eq!(client::get(gw.addr, "/nope", &[]).status, 404);
+    let text = gw.admin("GET", "/metrics").text();
+    for (series, v) in [
+        ("weir_requests_total{route=\"ok\",outcome=\"proxied\"}", 1.0),
+        (
+            "weir_requests_total{route=\"ok\",outcome=\"rate_limited\"}",
+            1.0,
+        ),
+        ("weir_requests_total{route=\"-\",outcome=\"no_route\"}", 1.0),
+        (
+            "weir_upstream_attempts_total{route=\"ok\",result=\"success\"}",
+            1.0,
+        ),
+        ("weir_inflight{route=\"ok\"}", 0.0),
+        ("weir_request_duration_seconds_count{route=\"ok\"}", 2.0),
+    ] {
+        assert_eq!(metric(&text, series), Some(v), "{series} in:\n{text}");
+    }
+}
+
+/// Slowloris: a client trickling one header byte every 50 ms is answered 408 and closed
+/// once `header_timeout` has passed since the connection was accepted — each byte does not
+/// restart the clock.
+pub fn slowloris_trickle_gets_408(bin: &Path) {
+    let (up, gw) = echo_gateway(bin, "header_timeout = \"500ms\"");
+    let mut c = Client::connect(gw.addr).unwrap();
+    let mut w = c.stream().try_clone().unwrap();
+    let t = Instant::now();
+    let trickle = thread::spawn(move || {
+        let head = b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+        for b in head {
+            if w.write_all(&[*b]).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let r = c.read_response(false).expect("408 response");
+    let took = t.elapsed();
+    assert_gateway_made(&r, 408, "client_timeout");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(2000),
+        "408 at header_timeout (500 ms), not later: {took:?}"
+    );
+    assert!(c.is_closed(Duration::from_secs(2)));
+    let _ = trickle.join();
+    assert_eq!(up.requests(), 0);
+}
+
+/// A request without `Host` (HTTP/1.1 or 1.0) is proxied with the upstream's address as
+/// Host; two Host headers are 400.
+pub fn missing_host_accepted_duplicate_host_400(bin: &Path) {
+    let (up, gw) = echo_gateway(bin, "");
+    for raw in [
+        &b"GET /nohost HTTP/1.1\r\n\r\n"[..],
+        &b"GET /nohost10 HTTP/1.0\r\n\r\n"[..],
+    ] {
+        let r = client::raw(gw.addr, raw);
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    {
+        let seen = up.seen.lock().unwrap();
+        for s in seen.iter() {
+            assert_eq!(
+                s.head.header("host"),
+                Some(up.addr.to_string().as_bytes()),
+                "{:?}",
+                s.head
+            );
+        }
+    }
+    let r = client::raw(gw.addr, b"GET /h HTTP/1.1\r\nhost: keep.example\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        up.seen.lock().unwrap()[2].head.header("host"),
+        Some(&b"keep.example"[..])
+    );
+    expect_rejected_and_closed(
+        &gw,
+        b"GET / HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n",
+        400,
+        "bad_request",
+    );
+    assert_eq!(up.requests(), 3);
+}
+
+/// Invalid chunk framing found after the request was forwarded: 400 to the client, the
+/// upstream connection closed without a complete request, and the request counted once,
+/// under its route.
+pub fn bad_chunk_after_forwarding_counted_once(bin: &Path) {
+    let (up, gw) = echo_gateway(bin, "");
+    let mut c = Client::connect(gw.addr).unwrap();
+    // A valid first chunk beyond the replay limit makes the gateway start streaming.
+    c.send_raw(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+        .unwrap();
+    let piece = vec![b'z'; 70 * 1024];
+    c.send_raw(format!("{:x}\r\n", piece.len()).as_bytes())
+        .unwrap();
+    c.send_raw(&piece).unwrap();
+    c.send_raw(b"\r\nzz\r\nbad\r\n0\r\n\r\n").unwrap();
+    let r = c.read_response(false).expect("response");
+    assert_gateway_made(&r, 400, "bad_request");
+    assert!(c.is_closed(Duration::from_secs(2)));
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        up.requests(),
+        0,
+        "the upstream never saw a complete request"
+    );
+    let m = gw.admin("GET", "/metrics").text();
+    assert_eq!(
+        metric(
+            &m,
+            "weir_requests_total{route=\"all\",outcome=\"bad_request\"}"
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "weir_requests_total{route=\"-\",outcome=\"bad_request\"}"
+        ),
+        None,
+        "not also counted under \"-\": {m}"
+    );
+}

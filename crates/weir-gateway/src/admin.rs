@@ -78,7 +78,14 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
             left = left.saturating_sub(k as u64);
         }
     }
+    let reload = head.method() == "POST" && head.path().split('?').next() == Some("/admin/reload");
+    let store_before = reload.then(|| engine.store_config());
     let resp = engine.admin(head.method(), head.path());
+    if let Some(before) = store_before
+        && resp.status == 200
+    {
+        reattach_store(engine, before);
+    }
     write(
         &mut s,
         resp.status,
@@ -86,6 +93,22 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
         &resp.body,
         head.is_head(),
     )
+}
+
+/// After a successful reload: a changed `[store]` section gets a new store (a removed one
+/// keeps the old store installed; no global route can use it any more).
+fn reattach_store(engine: &Engine, before: Option<weir_policy::StoreConfig>) {
+    let now = engine.store_config();
+    if now == before || now.is_none() {
+        return;
+    }
+    match weir_redis::attach(engine.clone()) {
+        Ok(_) => eprintln!("weir-gateway: [store] changed on reload: new store attached"),
+        Err(e) => eprintln!(
+            "weir-gateway: [store] changed on reload but the new store cannot start ({e}); \
+             the previous store keeps serving"
+        ),
+    }
 }
 
 fn write(

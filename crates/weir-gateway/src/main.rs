@@ -7,6 +7,23 @@
 //! weir-gateway --check --config F      # validate, print what was understood, exit 0/1
 //! ```
 //!
+//! ## Global limits
+//! When the config has `[store] kind = "redis"`, the Redis store (`weir-redis`) is attached at
+//! start-up; routes with `scope = "global"` then share one limit across instances. Redis need
+//! not be up at start-up: the store connects on first use and reconnects after failures, and
+//! until then each route applies its `on_store_error`. A reload (`POST /admin/reload`) whose
+//! `[store]` section changed attaches a new store (new URL, timeout or lease; lease state
+//! starts empty); an unchanged section keeps the running one. `--check` never connects.
+//!
+//! ## Host
+//! HTTP/1.1 requires a `Host` header (RFC 9112 §3.2) and `weir-http` rejects requests
+//! without one by default. The gateway accepts them, as nginx does for HTTP/1.0 and many
+//! proxies do for bare HTTP/1.1 clients (health checkers, `printf | nc` scripts): CONTRACT.md
+//! lists no such rejection, and a missing Host is not ambiguous the way a duplicate one is.
+//! Such a request is forwarded with `Host: ENDPOINT` (the upstream address, `ip:port`), since
+//! the upstream side always speaks HTTP/1.1. Several `Host` headers remain a 400
+//! `bad_request` (two readings of the authority are a smuggling/routing hazard).
+//!
 //! Module map: [`worker`] runtimes, listeners and shutdown; [`proxy`] one client connection
 //! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
 //! buffer connection; [`admin`] the admin listener; [`demo`] `--demo`.
@@ -122,6 +139,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         println!("demo config: OK");
         return Ok(ExitCode::SUCCESS);
     }
+    // `[store] kind = "redis"`: global limits (connects lazily; see "Global limits").
+    let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
     let settings = engine.server();
     let workers = match settings.workers {
         0 => thread::available_parallelism().map_or(1, |n| n.get()),

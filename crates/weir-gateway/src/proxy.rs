@@ -109,7 +109,11 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
         } else {
             Instant::now() + settings.header_timeout
         };
-        let limits = Limits::with_max_head_bytes(settings.max_header_bytes);
+        // A missing Host is accepted (see the crate docs, "Host"); a duplicate one is not.
+        let limits = Limits {
+            require_host: false,
+            ..Limits::with_max_head_bytes(settings.max_header_bytes)
+        };
         let head_len = loop {
             match http::parse_request_into(&mut head, client.data(), &limits) {
                 Ok(Some(n)) => break n,
@@ -233,7 +237,7 @@ async fn handle(
     if framing.has_body()
         && let Err(f) = read_body_prefix(client, &mut dec, &mut body, REPLAY_LIMIT, idle).await
     {
-        client_failed(w, client, flow, f, out, idle).await;
+        client_failed(client, flow, f, out, idle).await;
         return false;
     }
     let streaming = !dec.is_done();
@@ -262,7 +266,7 @@ async fn handle(
             ),
             Err(AttemptErr::Upstream(r)) => (r, None),
             Err(AttemptErr::Client(f)) => {
-                client_failed(w, client, flow, f, out, idle).await;
+                client_failed(client, flow, f, out, idle).await;
                 return false;
             }
         };
@@ -270,11 +274,7 @@ async fn handle(
             Next::Forward { headers } => {
                 let Some((up, resp)) = got else {
                     // The engine only forwards responses; unreachable with a correct engine.
-                    let resp = w.engine.reject_malformed(
-                        502,
-                        "upstream_unavailable",
-                        Some(flow.request_id()),
-                    );
+                    let resp = flow.reject(502, "upstream_unavailable");
                     return respond(w, client, flow, resp, head, &dec, out, idle).await;
                 };
                 let fwd = Forwarding {
@@ -322,20 +322,17 @@ async fn respond(
         head.version() == Version::Http10,
         out,
     );
-    let sent = send(client, out, idle).await;
-    if sent {
-        flow.finish(resp.status, None);
-    } else {
-        flow.finish(resp.status, Some("client_aborted"));
-    }
-    sent && keep
+    // Finished before the bytes go out: a client that has the response can count on seeing
+    // it in /metrics (and the log), however fast it asks. A client gone during this last
+    // write is therefore not recorded as `client_aborted`.
+    flow.finish(resp.status, None);
+    send(client, out, idle).await && keep
 }
 
 /// The request body failed on the client side: answer (400 / 408) if still possible, finish.
 async fn client_failed(
-    w: &Worker,
     client: &mut Conn,
-    flow: Flow,
+    mut flow: Flow,
     f: ClientFail,
     out: &mut Vec<u8>,
     idle: Duration,
@@ -348,13 +345,12 @@ async fn client_failed(
             return;
         }
     };
-    let resp = w
-        .engine
-        .reject_malformed(status, reason, Some(flow.request_id()));
+    // One request, counted once under its route (not also under "-").
+    let resp = flow.reject(status, reason);
     out.clear();
     gateway_bytes(&resp, false, false, false, out);
+    flow.finish(status, None);
     let _ = send(client, out, idle).await;
-    flow.finish(status, Some(reason));
 }
 
 /// Reads request body data into `body` until the body ends or `body` exceeds `limit`.
@@ -449,11 +445,18 @@ async fn run_attempt(
     let fail = |r| Err(AttemptErr::Upstream(r));
     let streaming = !dec.is_done();
     let mut deadline = Instant::now() + a.per_try_timeout;
-    let extra: Vec<(&str, &[u8])> = a
+    let mut extra: Vec<(&str, &[u8])> = a
         .request_headers
         .iter()
         .map(|(n, v)| (*n, v.as_bytes()))
         .collect();
+    // A request without Host (HTTP/1.0, or a bare HTTP/1.1 client) goes upstream as HTTP/1.1,
+    // which requires one: name the endpoint, as nginx's `proxy_set_header Host $proxy_host`.
+    let host_fallback;
+    if head.host().is_none() {
+        host_fallback = a.endpoint.to_string();
+        extra.push(("host", host_fallback.as_bytes()));
+    }
     let mut req = Vec::with_capacity(1024 + body.len());
     http::write_request_head(head, up_framing, &extra, &mut req);
     if streaming && up_framing == BodyFraming::Chunked {
@@ -624,12 +627,16 @@ async fn forward(
             }
         }
     }
-    if !out.is_empty() && error != Some("client_aborted") && !send(client, out, idle).await {
-        error = error.or(Some("client_aborted"));
-    }
     if error.is_none() && resp.keep_alive() && dec.is_done() && up.buffered() == 0 {
         w.pool.put(endpoint, up);
     }
+    // As in `respond`: recorded before the last bytes (the end of the body, or the whole
+    // response when it fit in one write) reach the client, so that metrics and the log never
+    // lag behind what a client has seen.
+    let last = !out.is_empty() && error != Some("client_aborted");
     flow.finish(status, error);
+    if last && !send(client, out, idle).await {
+        return false;
+    }
     keep && error.is_none()
 }

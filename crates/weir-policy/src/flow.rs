@@ -261,7 +261,7 @@ impl Flow {
     }
 
     /// A gateway error response with the flow's extra headers; records the outcome.
-    fn reject(
+    fn reject_with(
         &mut self,
         status: u16,
         reason: &'static str,
@@ -290,7 +290,7 @@ impl Flow {
                 r.headers.extend(self.extra_headers.iter().cloned());
                 r
             }
-            None => self.reject(status, reason, &[]),
+            None => self.reject_with(status, reason, &[]),
         }
     }
 
@@ -333,10 +333,10 @@ impl Flow {
     /// client learns when its turn would come, rather than waiting for a certain 504.
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
         if let Some((status, reason)) = self.early {
-            return Admission::Respond(self.reject(status, reason, &[]));
+            return Admission::Respond(self.reject_with(status, reason, &[]));
         }
         let Some(route) = self.route.clone() else {
-            return Admission::Respond(self.reject(404, "no_route", &[]));
+            return Admission::Respond(self.reject_with(404, "no_route", &[]));
         };
         let p = &route.policy;
 
@@ -364,7 +364,7 @@ impl Flow {
                         Ok(d) => Some(d),
                         Err(_) => match rl.on_store_error {
                             OnStoreError::Deny if !shadow => {
-                                return Admission::Respond(self.reject(
+                                return Admission::Respond(self.reject_with(
                                     503,
                                     "ratelimit_store_unavailable",
                                     &[],
@@ -409,7 +409,8 @@ impl Flow {
                     if shadow {
                         self.count_shadow("rate_limited");
                     } else {
-                        let mut r = self.reject(429, "rate_limited", &[("retry_after", t.into())]);
+                        let mut r =
+                            self.reject_with(429, "rate_limited", &[("retry_after", t.into())]);
                         r.headers.push(("retry-after", t.to_string()));
                         return Admission::Respond(r);
                     }
@@ -437,13 +438,13 @@ impl Flow {
             match res {
                 Ok(permit) => self.permit = Some(permit),
                 Err(Refused::Full) => {
-                    return Admission::Respond(self.reject(503, "concurrency_limited", &[]));
+                    return Admission::Respond(self.reject_with(503, "concurrency_limited", &[]));
                 }
                 Err(Refused::QueueTimeout) => {
-                    return Admission::Respond(self.reject(503, "queue_timeout", &[]));
+                    return Admission::Respond(self.reject_with(503, "queue_timeout", &[]));
                 }
                 Err(Refused::Deadline) => {
-                    return Admission::Respond(self.reject(504, "deadline_exceeded", &[]));
+                    return Admission::Respond(self.reject_with(504, "deadline_exceeded", &[]));
                 }
             }
         }
@@ -475,11 +476,11 @@ impl Flow {
     /// The next attempt, or the response to write when none may start (deadline spent).
     pub fn next_attempt(&mut self) -> Result<Attempt, GatewayResponse> {
         let Some(route) = self.route.clone() else {
-            return Err(self.reject(404, "no_route", &[]));
+            return Err(self.reject_with(404, "no_route", &[]));
         };
         let now = self.now();
         if self.deadline.expired(now) {
-            return Err(self.reject(504, "deadline_exceeded", &[]));
+            return Err(self.reject_with(504, "deadline_exceeded", &[]));
         }
         // Every attempt is a call the breaker guards: a retry needs its own ticket.
         if let Some(b) = &route.breaker
@@ -521,7 +522,7 @@ impl Flow {
     /// decides: forward, retry after a backoff, or respond.
     pub fn on_attempt(&mut self, result: AttemptResult) -> Next {
         let Some(route) = self.route.clone() else {
-            return Next::Respond(self.reject(404, "no_route", &[]));
+            return Next::Respond(self.reject_with(404, "no_route", &[]));
         };
         let now = self.now();
         let elapsed = now.saturating_sub(self.attempt_started);
@@ -571,7 +572,7 @@ impl Flow {
                 } else {
                     "per_try_timeout"
                 };
-                let mut r = self.reject(504, reason, &[]);
+                let mut r = self.reject_with(504, reason, &[]);
                 r.headers
                     .push(("x-weir-attempts", self.attempt_no.to_string()));
                 Next::Respond(r)
@@ -619,6 +620,18 @@ impl Flow {
         }
         self.backoff_prev = backoff;
         Some(backoff)
+    }
+
+    /// The frontend rejects this request itself after [`Engine::begin`](crate::Engine::begin)
+    /// — e.g. invalid chunk framing (400 `bad_request`) or a stalled request body
+    /// (408 `client_timeout`) found while reading the body. Builds the gateway response
+    /// (`x-weir-reason`, ids, the route's RateLimit fields, JSON body) and records `reason`
+    /// as the outcome, so the request counts once, under its route, when
+    /// [`finish`](Self::finish) is called. Use this instead of
+    /// [`Engine::reject_malformed`](crate::Engine::reject_malformed), which counts and logs a
+    /// separate request under route `-`.
+    pub fn reject(&mut self, status: u16, reason: &'static str) -> GatewayResponse {
+        self.reject_with(status, reason, &[])
     }
 
     /// The request body grew beyond the replay limit (or is being streamed): no retries.

@@ -1199,3 +1199,27 @@ window = "10s"
         ]
     );
 }
+
+#[test]
+fn frontend_rejection_after_begin_counts_once_under_the_route() {
+    let s = sim(&cfg(FLAKY));
+    let timer = ManualTimer(s.clock.clone());
+    let mut flow = begin(&s, "/flaky", &[("x-request-id", "bad-body-1")]);
+    assert!(matches!(__block_on(flow.admit(&timer)), Admission::Proceed));
+    flow.next_attempt().expect("attempt");
+    // The request body's chunk framing turns out invalid while it streams.
+    let r = flow.reject(400, "bad_request");
+    assert_eq!(r.status, 400);
+    assert_eq!(reason(&r), Some("bad_request"));
+    assert_eq!(r.header("x-request-id"), Some("bad-body-1"));
+    assert_eq!(r.header("x-weir-instance"), Some("gw-a"));
+    assert!(String::from_utf8_lossy(&r.body).contains("\"route\":\"flaky\""));
+    flow.finish(400, Some("bad_request"));
+    let m = s.metrics();
+    assert!(
+        m.contains("weir_requests_total{route=\"flaky\",outcome=\"bad_request\"} 1"),
+        "{m}"
+    );
+    assert!(!m.contains("route=\"-\",outcome=\"bad_request\""), "{m}");
+    assert!(m.contains("weir_inflight{route=\"flaky\"} 0"), "{m}");
+}

@@ -45,6 +45,10 @@ fn redis() -> Option<Server> {
         .stderr(Stdio::null())
         .spawn();
     let Ok(child) = child else {
+        assert!(
+            !std::env::var("WEIR_REQUIRE_REDIS").is_ok_and(|v| !v.is_empty() && v != "0"),
+            "redis-server is not installed but WEIR_REQUIRE_REDIS=1"
+        );
         eprintln!("redis-server not installed: skipping (cargo xtask test installs it)");
         return None;
     };
@@ -190,6 +194,9 @@ fn two_replicas_admit_the_global_limit_once() {
 
 #[test]
 fn store_down_fails_closed_or_open_and_recovers() {
+    // Needs redis-server for the recovery half: skip (or fail) as the other tests do.
+    let Some(probe) = redis() else { return };
+    drop(probe);
     let port = free_port();
     let closed =
         weir_redis::attach(Engine::from_toml(&config(port, "deny"), "closed.toml").unwrap())

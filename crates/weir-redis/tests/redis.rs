@@ -1,6 +1,7 @@
 //! Against a real `redis-server` on loopback (started per test on its own port).
-//! Skips with a message when `redis-server` is not installed (`cargo xtask test`
-//! installs it, so CI always runs these).
+//! Skips with a message when `redis-server` is not installed, unless
+//! `WEIR_REQUIRE_REDIS=1` (`cargo xtask test` installs Redis and sets it, so CI always runs
+//! these).
 
 use std::future::Future;
 use std::net::TcpListener;
@@ -54,6 +55,10 @@ impl Server {
             .status()
             .is_err()
         {
+            assert!(
+                !require_redis(),
+                "redis-server is not installed but WEIR_REQUIRE_REDIS=1"
+            );
             eprintln!("redis-server not installed: skipping (cargo xtask test installs it)");
             return None;
         }
@@ -76,6 +81,12 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `WEIR_REQUIRE_REDIS=1` (set by `cargo xtask test`): a missing redis-server fails
+/// instead of skipping.
+fn require_redis() -> bool {
+    std::env::var("WEIR_REQUIRE_REDIS").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 fn free_port() -> u16 {

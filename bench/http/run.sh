@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# weir-gateway vs nginx, same box, same upstream, one worker each.
+#
+#   bench/http/run.sh [ROUNDS] [DURATION]        (defaults: 3 rounds of 5s)
+#
+# Installs wrk and nginx-light with apt when missing, builds weir-gateway --release, starts
+# a fast upstream (a separate nginx instance answering 200 "ok" from memory, 1 worker), then:
+#   proxy path:  nginx (proxy_pass + limit_req that never rejects) and weir-gateway (a token
+#                bucket that never rejects), alternating, ROUNDS rounds each;
+#   reject path: the same with a limit of 1 per minute (every request but the first is 429).
+# Load: wrk --latency -t1 -c32 -dDURATION. Access logs off on both. Prints one line per run
+# and a table of medians and weir/nginx ratios. Everything runs on 127.0.0.1 and is stopped
+# on exit.
+set -euo pipefail
+
+ROUNDS=${1:-3}
+DUR=${2:-5s}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/weir-bench-http.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+need() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+missing=()
+need wrk || missing+=(wrk)
+need nginx || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" != 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+(cd "$ROOT" && cargo build --release -q -p weir-gateway)
+WEIR="$ROOT/target/release/weir-gateway"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "nothing listens on $1" >&2
+    exit 1
+}
+
+UP=$(free_port)
+NG=$(free_port)
+WG=$(free_port)
+WA=$(free_port)
+
+nginx_conf() { # $1 dir, $2 body of the http block
+    mkdir -p "$1"
+    cat >"$1/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process off;
+error_log $1/error.log warn;
+pid $1/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $1/body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+    keepalive_requests 1000000;
+$2
+}
+EOF
+}
+
+# The upstream both proxies forward to.
+nginx_conf "$WORK/up" "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } }"
+"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
+PIDS+=($!)
+wait_port "$UP"
+
+start_nginx() { # $1 rate (e.g. 100000000r/s or 1r/m), $2 burst (0: none)
+    local lr="limit_req zone=z;"
+    [ "$2" != 0 ] && lr="limit_req zone=z burst=$2 nodelay;"
+    nginx_conf "$WORK/ng" "
+    limit_req_zone \$server_name zone=z:1m rate=$1;
+    limit_req_status 429;
+    upstream up { server 127.0.0.1:$UP; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NG reuseport;
+        server_name bench;  # the limit_req key: an empty key would not be limited at all
+        location / {
+            $lr
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+    }"
+    "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
+    NGPID=$!
+    wait_port "$NG"
+}
+
+start_weir() { # $1 rate, $2 per, $3 burst
+    cat >"$WORK/weir.toml" <<EOF
+[server]
+listen = "127.0.0.1:$WG"
+admin = "127.0.0.1:$WA"
+instance = "bench"
+workers = 1
+[log]
+access = "off"
+[[upstreams]]
+name = "up"
+endpoints = ["127.0.0.1:$UP"]
+[[routes]]
+id = "all"
+match = { path_prefix = "/" }
+upstream = "up"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = $1
+per = "$2"
+burst = $3
+key = ["route"]
+EOF
+    "$WEIR" --config "$WORK/weir.toml" 2>"$WORK/weir.err" &
+    WGPID=$!
+    wait_port "$WG"
+}
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# One wrk run: prints "req/s p50_ms p99_ms non2xx".
+load() { # $1 port
+    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
+    python3 - "$WORK/wrk.out" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+def ms(label):
+    m = re.search(r"^\s*" + label + r"\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
+    v, u = float(m.group(1)), m.group(2)
+    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0}")
+EOF
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+run_path() { # $1 label, $2 nginx rate, $3 nginx burst, $4 weir rate, $5 weir per, $6 weir burst
+    for r in $(seq "$ROUNDS"); do
+        for who in nginx weir; do
+            if [ $who = nginx ]; then start_nginx "$2" "$3"; port=$NG; pid=$NGPID
+            else start_weir "$4" "$5" "$6"; port=$WG; pid=$WGPID; fi
+            # warm-up: open upstream keep-alive connections, fault in code paths
+            wrk -t1 -c32 -d1s "http://127.0.0.1:$port/" >/dev/null
+            read -r rps p50 p99 non <<<"$(load "$port")"
+            stop "$pid"
+            printf '%-7s round %d %-6s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %s\n' "$1" "$r" $who "$rps" "$p50" "$p99" "$non"
+            echo "$1 $who $rps $p50 $p99" >>"$RESULTS"
+        done
+    done
+}
+
+echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker each"
+run_path proxy 100000000r/s 100000 1000000 1s 1000000
+run_path reject 1r/m 0 1 60s 1
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$RESULTS" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+print()
+print("| path | server | req/s (median) | p50 ms | p99 ms | weir/nginx req/s | p99 weir/nginx |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for path in ("proxy", "reject"):
+    med = {}
+    for who in ("nginx", "weir"):
+        rs = [r for r in rows if r[0] == path and r[1] == who]
+        med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4)]
+    for who in ("nginx", "weir"):
+        rps, p50, p99 = med[who]
+        ratio = f"{med['weir'][0] / med['nginx'][0]:.2f}x" if who == "weir" else ""
+        pr = f"{med['weir'][2] / med['nginx'][2]:.2f}x" if who == "weir" else ""
+        print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {ratio} | {pr} |")
+EOF
