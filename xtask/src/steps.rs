@@ -1,6 +1,5 @@
 //! The steps of `cargo xtask test`, `bench` and `fuzz`.
 
-use crate::setup::ensure_apt;
 use crate::{Result, cargo, root, run, setup, step};
 use std::process::Command;
 

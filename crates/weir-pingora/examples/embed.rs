@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
-use weir_pingora::{Weir, WeirCtx};
+use weir_pingora::{HeadGuard, Weir, WeirCtx};
 
 struct MyProxy {
     weir: Weir,
@@ -18,6 +18,14 @@ impl ProxyHttp for MyProxy {
     type CTX = WeirCtx;
     fn new_ctx(&self) -> WeirCtx {
         self.weir.new_ctx()
+    }
+    fn on_connection_reuse(
+        &self,
+        _s: &mut Session,
+        ctx: &mut WeirCtx,
+        prev: Box<dyn std::any::Any + Send + Sync>,
+    ) {
+        self.weir.on_connection_reuse(ctx, &*prev);
     }
     async fn request_filter(&self, s: &mut Session, ctx: &mut WeirCtx) -> Result<bool> {
         // your own checks here; then rate limit / queue / breaker:
@@ -85,7 +93,12 @@ fn main() {
     server.bootstrap();
 
     let weir = Weir::new(engine.clone());
-    let mut svc = pingora::proxy::http_proxy_service(&server.configuration, MyProxy { weir });
+    let proxy = pingora::proxy::http_proxy(&server.configuration, MyProxy { weir });
+    // Optional but recommended: weir's HTTP/1 front door (strict request heads answered 400 /
+    // 414 / 431 / 505 by weir, header_timeout -> 408, max_connections). Without it, use
+    // `pingora::proxy::http_proxy_service` and Pingora's parser decides.
+    let guarded = HeadGuard::new(proxy, engine.clone());
+    let mut svc = pingora::services::listening::Service::new("proxy".into(), guarded);
     svc.add_tcp(&settings.listen.to_string());
     server.add_service(svc);
 

@@ -7,8 +7,9 @@
 //! limits, the queue, breakers, deadlines, retry decisions, the bodies and headers of the
 //! responses weir makes, metrics, the access log and the admin API. This crate only maps
 //! Pingora's request phases onto the engine's request lifecycle ([`Weir`], one call per
-//! phase), and provides the `weir-pingora` binary ([`WeirProxy`] + [`AdminApp`] + a Pingora
-//! server with drain-on-signal shutdown).
+//! phase), a front door for HTTP/1 connections ([`HeadGuard`]: strict head parsing, head
+//! timeout, connection limit), and the `weir-pingora` binary ([`WeirProxy`] behind a
+//! [`HeadGuard`] + [`AdminApp`] + a Pingora server with drain-on-signal shutdown).
 //!
 //! # Embedding weir in your proxy
 //!
@@ -31,6 +32,8 @@
 //!
 //! | Pingora phase | engine | notes |
 //! |---|---|---|
+//! | (before Pingora) | `Engine::reject_malformed` | [`HeadGuard`] reads and checks the head; malformed / slow requests end here |
+//! | `on_connection_reuse` | — | takes the guard's [`guard::BodyRejected`] marker (invalid chunk framing) |
 //! | `request_filter` | `Engine::begin`, `Flow::admit` | waits (queue, leaky-bucket delay) are tokio sleeps inside the filter; a rejection (404, 429, 403, 503, fallback) is written there and the filter returns `Ok(true)` |
 //! | `upstream_peer` | `Flow::next_attempt` | first sleeps the backoff chosen for the previous failure; the peer carries the attempt's timeouts; "no attempt may start" (deadline) ends the request via `fail_to_proxy` |
 //! | `upstream_request_filter` | `Attempt::request_headers` | `x-request-id` to the upstream |
@@ -60,17 +63,26 @@
 //!   out closed before the request could reach the upstream, an idempotent request is resent
 //!   on a fresh connection as the *same* attempt (Pingora's own rule), not counted as a
 //!   retry.
-//! - **Malformed requests** (bad framing, smuggling attempts, unparsable heads) are rejected
-//!   by Pingora's HTTP/1 parser before any filter runs: the client gets Pingora's plain 400
-//!   without `x-weir-reason`, and the request does not reach weir's metrics or access log.
-//!   The size limits are weir's: a parsed head over `server.max_header_bytes` is answered
-//!   431 `headers_too_large`, a request line over 8 KiB 414 `uri_too_long`
-//!   (`Engine::reject_malformed`, counted under route `-`).
-//! - **Connection limits and timers of the client side.** `server.header_timeout` and
-//!   `server.max_connections` are not enforced by this frontend: Pingora reads a request head
-//!   under its own 60 s timeout and has no accept limit. `server.idle_timeout` bounds
-//!   kept-alive client connections (set per request by [`WeirProxy`], whole seconds) and
-//!   pooled upstream connections.
+//! - **Malformed requests, head timeouts, connection limits.** Pingora parses the request
+//!   head before any filter runs, with its own (more lenient) parser, a 60 s read timeout and
+//!   no accept limit. The binary therefore serves the proxy behind [`HeadGuard`], a Pingora
+//!   `ServerApp` that reads each head first with `weir-http` (the parser `weir-gateway`
+//!   uses) under `server.header_timeout`, answers malformed and slow requests through the
+//!   engine (400 / 414 / 431 / 505 / 408 with `x-weir-reason`, counted under route `-`),
+//!   holds connections beyond `server.max_connections` unread until one closes, and then hands
+//!   Pingora the bytes it read. Embedders get the same by wrapping their `HttpProxy` in a
+//!   [`HeadGuard`] (see the example); without it Pingora's parser decides and answers a plain
+//!   400, and [`Weir::request_filter`] still applies the size limits to the parsed head
+//!   (431 / 414). Invalid chunk framing in body bytes that arrived with the head is answered
+//!   400 after admission, before any upstream byte; found later, while streaming to the
+//!   upstream, it is answered 400 if no response has started and the upstream connection is
+//!   dropped with an incomplete request (both counted once, under the route).
+//! - **Connections held at `max_connections`** are accepted by Pingora's listener (weir-gateway
+//!   leaves them in the kernel backlog); a client sees the same thing — a connection nobody
+//!   answers until a slot frees — and `header_timeout` starts when it gets the slot.
+//! - **Client-side timers.** `server.idle_timeout` bounds kept-alive client connections between
+//!   requests (in [`HeadGuard`]), request body reads and response writes (set per request by
+//!   [`Weir::request_filter`]), and pooled upstream connections.
 //! - **Shutdown.** Pingora's SIGINT is a fast exit and its SIGTERM sleeps a fixed grace
 //!   period. The binary maps both signals to a graceful stop (listeners close at once) and
 //!   exits 0 as soon as in-flight requests are done, at most `drain_timeout` later
@@ -79,11 +91,13 @@
 pub mod admin;
 pub mod cli;
 pub mod demo;
+pub mod guard;
 pub mod module;
 pub mod proxy;
 pub mod server;
 
 pub use admin::AdminApp;
+pub use guard::HeadGuard;
 pub use module::{TokioTimer, Weir, WeirCtx, write_gateway_response};
 pub use proxy::WeirProxy;
 pub use weir_policy;

@@ -71,6 +71,9 @@ pub struct WeirCtx {
     respond: Option<GatewayResponse>,
     /// For `Flow::finish`.
     error: Option<&'static str>,
+    /// [`HeadGuard`](crate::HeadGuard) found invalid chunk framing in the body bytes that
+    /// came with the head: answer 400 after admission.
+    body_rejected: bool,
     _inflight: Option<InflightGuard>,
 }
 
@@ -186,6 +189,10 @@ impl Weir {
         ctx: &mut WeirCtx,
     ) -> pingora::Result<bool> {
         ctx._inflight = Some(self.inflight.enter());
+        // Body inactivity in both directions is bounded by `idle_timeout` (CONTRACT §2).
+        let idle = self.engine.server().idle_timeout;
+        session.as_downstream_mut().set_read_timeout(Some(idle));
+        session.as_downstream_mut().set_write_timeout(Some(idle));
         if let Some((status, reason)) = self.head_limits(session.req_header()) {
             // An HTTP-layer limit: the request is not understood, so no Flow (CONTRACT §3).
             session.set_keepalive(None);
@@ -209,6 +216,14 @@ impl Weir {
             self.engine.begin(&info)
         };
         let admission = flow.admit(&TokioTimer).await;
+        let admission = match admission {
+            Admission::Proceed if ctx.body_rejected => {
+                // Invalid chunk framing seen by the HeadGuard: counted once, under the route.
+                session.set_keepalive(None);
+                Admission::Respond(flow.reject(400, "bad_request"))
+            }
+            a => a,
+        };
         ctx.flow = Some(Mutex::new(flow));
         match admission {
             Admission::Proceed => Ok(false),
@@ -216,6 +231,19 @@ impl Weir {
                 write_gateway_response(session, &resp).await?;
                 Ok(true)
             }
+        }
+    }
+
+    /// `ProxyHttp::on_connection_reuse`: takes the [`BodyRejected`](crate::guard::BodyRejected)
+    /// marker a [`HeadGuard`](crate::HeadGuard) passes as the connection context. Call it
+    /// from your proxy's `on_connection_reuse` when you run behind the guard.
+    pub fn on_connection_reuse(
+        &self,
+        ctx: &mut WeirCtx,
+        prev_ctx: &(dyn core::any::Any + Send + Sync),
+    ) {
+        if prev_ctx.is::<crate::guard::BodyRejected>() {
+            ctx.body_rejected = true;
         }
     }
 
@@ -292,7 +320,15 @@ impl Weir {
         upstream_request: &mut RequestHeader,
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
+        for name in hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request)) {
+            upstream_request.remove_header(name.as_str());
+        }
         if let Some(a) = &ctx.attempt {
+            if !upstream_request.headers.contains_key("host") {
+                // A request without Host (HTTP/1.0, or 1.1 from a lax client) gets the
+                // endpoint's authority, as on weir-gateway.
+                upstream_request.insert_header("host", a.endpoint.to_string())?;
+            }
             for (name, value) in &a.request_headers {
                 upstream_request.insert_header(*name, value.as_str())?;
             }
@@ -316,6 +352,9 @@ impl Weir {
         }
         if ctx.forwarded || ctx.attempt.is_none() {
             return Ok(());
+        }
+        for name in hop_by_hop(&upstream_response.headers, status == 101) {
+            upstream_response.remove_header(name.as_str());
         }
         let Some(flow) = ctx.flow() else {
             return Ok(());
@@ -458,6 +497,19 @@ impl Weir {
                 can_reuse_downstream: false,
             };
         }
+        if *e.esource() == ErrorSource::Downstream && is_framing_error(e) {
+            // Invalid request body framing found while streaming it upstream: 400, the
+            // upstream connection is dropped with an incomplete request, counted under the
+            // route.
+            if let Some(flow) = ctx.flow() {
+                let resp = flow.reject(400, "bad_request");
+                let ok = write_gateway_response(session, &resp).await.is_ok();
+                return FailToProxy {
+                    error_code: if ok { resp.status } else { 0 },
+                    can_reuse_downstream: false,
+                };
+            }
+        }
         if *e.esource() == ErrorSource::Downstream {
             ctx.error.get_or_insert("client_closed");
             return FailToProxy {
@@ -498,6 +550,54 @@ impl Weir {
         }
         ctx._inflight = None;
     }
+}
+
+/// Pingora's errors for invalid request body framing (chunk size, chunk CRLF, trailers).
+fn is_framing_error(e: &Error) -> bool {
+    matches!(
+        e.etype(),
+        ErrorType::Custom("InvalidChunk" | "InvalidTrailerEnd") | ErrorType::InvalidHTTPHeader
+    )
+}
+
+/// Hop-by-hop header fields never forwarded (RFC 9110 §7.6.1), besides those a `Connection`
+/// header names. `Connection` and `Transfer-Encoding` themselves are Pingora's: it writes
+/// them for each hop from the framing and keep-alive state it actually uses.
+const HOP_BY_HOP: [&str; 5] = ["keep-alive", "proxy-connection", "te", "trailer", "upgrade"];
+
+/// A request asking for a protocol switch (`Connection: upgrade` + `Upgrade`), which Pingora
+/// proxies as a tunnel: its `Connection`/`Upgrade` headers must reach the upstream.
+fn is_upgrade(req: &RequestHeader) -> bool {
+    req.headers.contains_key("upgrade")
+        && req
+            .headers
+            .get_all("connection")
+            .iter()
+            .any(|v| has_token(v.as_bytes(), "upgrade"))
+}
+
+fn has_token(list: &[u8], token: &str) -> bool {
+    list.split(|b| *b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// The header fields not to forward: hop-by-hop ones and those named in `Connection` (never
+/// `Host`). `upgrade`: keep `Connection` and `Upgrade` for a protocol switch.
+fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<String> {
+    let mut names: Vec<String> = headers
+        .get_all("connection")
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .filter_map(|t| core::str::from_utf8(t.trim_ascii()).ok())
+        .map(str::to_ascii_lowercase)
+        .filter(|t| !t.is_empty() && t != "host")
+        .collect();
+    names.extend(HOP_BY_HOP.iter().map(|h| (*h).to_owned()));
+    names.push("connection".to_owned());
+    if upgrade {
+        names.retain(|n| n != "connection" && n != "upgrade");
+    }
+    names
 }
 
 /// Maps a Pingora error on an established connection (before the head) to an attempt

@@ -29,6 +29,15 @@ impl ProxyHttp for WeirProxy {
         self.weir.new_ctx()
     }
 
+    fn on_connection_reuse(
+        &self,
+        _session: &mut Session,
+        ctx: &mut WeirCtx,
+        prev_ctx: Box<dyn core::any::Any + Send + Sync>,
+    ) {
+        self.weir.on_connection_reuse(ctx, &*prev_ctx);
+    }
+
     async fn request_filter(
         &self,
         session: &mut Session,

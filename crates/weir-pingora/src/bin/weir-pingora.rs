@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use pingora::services::listening::Service;
 use weir_pingora::cli::{Cli, USAGE};
 use weir_pingora::server::{Drainer, ServerOptions, ShutdownSignals, new_server, run};
-use weir_pingora::{AdminApp, Weir, WeirProxy};
+use weir_pingora::{AdminApp, HeadGuard, Weir, WeirProxy};
 use weir_policy::{Engine, Overrides};
 
 fn main() -> ExitCode {
@@ -45,6 +45,8 @@ fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
         print!("{}", engine.describe());
         std::process::exit(0);
     }
+    // `[store] kind = "redis"`: global limits (connects lazily).
+    let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
     let settings = engine.server();
     let signals = ShutdownSignals::install().map_err(|e| format!("signal handlers: {e}"))?;
     let weir = Weir::new(engine.clone());
@@ -53,10 +55,11 @@ fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
         workers: settings.workers,
         drain_timeout: settings.drain_timeout,
     });
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
-        &server.configuration,
-        WeirProxy::new(weir.clone()),
-        "weir proxy",
+    // Pingora's proxy behind weir's HTTP/1 front door (strict heads, 408, max_connections).
+    let proxy = pingora::proxy::http_proxy(&server.configuration, WeirProxy::new(weir.clone()));
+    let mut proxy = Service::new(
+        "weir proxy".to_owned(),
+        HeadGuard::new(proxy, engine.clone()),
     );
     proxy.add_tcp(&settings.listen.to_string());
     server.add_service(proxy);
