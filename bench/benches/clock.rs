@@ -52,8 +52,7 @@ fn clock(c: &mut Criterion) {
     g.bench_function("weir_tb_shared_std_clock", |b| {
         b.iter(|| black_box(shared.acquire(std_clock.now(), 1)))
     });
-    let mut tb_q =
-        TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).expect("ok");
+    let mut tb_q = TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).expect("ok");
     g.bench_function("weir_tb_single_quanta_clock", |b| {
         b.iter(|| black_box(tb_q.acquire(qc.now(), 1)))
     });

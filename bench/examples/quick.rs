@@ -103,8 +103,9 @@ fn main() {
             }
         }
         "budget_single_withdraw" => {
-            let mut b =
-                RetryBudget::new(RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap());
+            let mut b = RetryBudget::new(
+                RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap(),
+            );
             let mut t = 0u64;
             for _ in 0..n {
                 t += 1000;
@@ -152,8 +153,8 @@ fn main() {
         }
         "tb_shared_std_clock" => {
             let c = StdClock::new();
-            let tb = SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000)
-                .unwrap();
+            let tb =
+                SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
             tb.reset(c.now());
             for _ in 0..n {
                 let _ = black_box(tb.acquire(c.now(), 1));
@@ -175,8 +176,8 @@ fn main() {
         }
         "tb_shared_quanta_clock" => {
             let c = QuantaClock::new();
-            let tb = SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000)
-                .unwrap();
+            let tb =
+                SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
             tb.reset(c.now());
             for _ in 0..n {
                 let _ = black_box(tb.acquire(c.now(), 1));

@@ -73,7 +73,7 @@ fn fmt() -> Result {
 /// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
+    setup::ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
     run(cargo()
         .args(["test", "--workspace", "--all-targets"])
         .env("WEIR_REQUIRE_REDIS", "1"))?;

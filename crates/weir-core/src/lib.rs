@@ -81,10 +81,10 @@ pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use sliding_log::{SlidingLog, SlidingLogConfig};
-#[cfg(feature = "std")]
-pub use time::StdClock;
 #[cfg(feature = "quanta")]
 pub use time::QuantaClock;
+#[cfg(feature = "std")]
+pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
 pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use window::{

@@ -343,7 +343,10 @@ mod tests {
         // qt ∈ [s1 − gap, s2], up to quanta's calibration error (1 % + 1 ms is generous);
         // bracketing by two OS reads keeps preemption out of the bound.
         let slack = s2.0 / 100 + 1_000_000;
-        assert!(qt.0 + gap.0 + slack >= s1.0, "quanta {qt:?}, std {s1:?}..{s2:?}");
+        assert!(
+            qt.0 + gap.0 + slack >= s1.0,
+            "quanta {qt:?}, std {s1:?}..{s2:?}"
+        );
         assert!(qt.0 <= s2.0 + slack, "quanta {qt:?}, std {s1:?}..{s2:?}");
         assert!(qt >= Nanos::from_millis(49), "{qt:?}");
     }
