@@ -347,10 +347,10 @@ impl RedisStore {
         let ms = |n: Nanos| n.as_u64() / 1_000;
         let (which, args, nargs): (Which, [u64; 6], usize) = match *limit {
             Limit::TokenBucket { rate, per, burst } => {
-                if self.inner.lease > 0 {
-                    if let Some(d) = self.inner.spend_lease(key, cost) {
-                        return Prepared::Done(Ok(d));
-                    }
+                if self.inner.lease > 0
+                    && let Some(d) = self.inner.spend_lease(key, cost)
+                {
+                    return Prepared::Done(Ok(d));
                 }
                 let want = cost.max(self.inner.lease).min(burst);
                 (Which::TokenBucket, [rate, ms(per), burst, cost, want, 0], 5)
@@ -421,38 +421,38 @@ impl Inner {
     fn absorb(&self, key: &str, limit: &Limit, cost: u64, out: [u64; 5]) -> Decision {
         let [allowed, taken, remaining, retry_us, reset_us] = out;
         let mut extra = 0;
-        if allowed == 1 {
-            if let Limit::TokenBucket { rate, per, .. } = *limit {
-                if self.lease > 0 && taken > cost {
-                    extra = taken - cost;
-                    let ttl = Nanos(
-                        ((u128::from(per.as_u64()) * u128::from(self.lease)) / u128::from(rate))
-                            .min(u128::from(u64::MAX)) as u64,
-                    );
-                    let now = self.clock.now();
-                    let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
-                    if leases.len() >= MAX_LEASES {
-                        leases.retain(|_, l| l.expires > now && l.tokens > 0);
-                    }
-                    if leases.len() < MAX_LEASES {
-                        let held = leases
-                            .get(key)
-                            .filter(|l| l.expires > now)
-                            .map_or(0, |l| l.tokens);
-                        let tokens = (held + extra).min(self.lease);
-                        leases.insert(
-                            key.to_owned(),
-                            Lease {
-                                tokens,
-                                expires: now + ttl,
-                                remaining_hint: remaining,
-                            },
-                        );
-                        extra = tokens;
-                    } else {
-                        extra = 0;
-                    }
-                }
+        if allowed == 1
+            && let Limit::TokenBucket { rate, per, .. } = *limit
+            && self.lease > 0
+            && taken > cost
+        {
+            extra = taken - cost;
+            let ttl = Nanos(
+                ((u128::from(per.as_u64()) * u128::from(self.lease)) / u128::from(rate))
+                    .min(u128::from(u64::MAX)) as u64,
+            );
+            let now = self.clock.now();
+            let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+            if leases.len() >= MAX_LEASES {
+                leases.retain(|_, l| l.expires > now && l.tokens > 0);
+            }
+            if leases.len() < MAX_LEASES {
+                let held = leases
+                    .get(key)
+                    .filter(|l| l.expires > now)
+                    .map_or(0, |l| l.tokens);
+                let tokens = (held + extra).min(self.lease);
+                leases.insert(
+                    key.to_owned(),
+                    Lease {
+                        tokens,
+                        expires: now + ttl,
+                        remaining_hint: remaining,
+                    },
+                );
+                extra = tokens;
+            } else {
+                extra = 0;
             }
         }
         let verdict = match (allowed, limit) {

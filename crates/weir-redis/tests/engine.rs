@@ -2,64 +2,19 @@
 //! "replicas multiply local limits" and "store failure is explicit", without sockets
 //! on the HTTP side (the frontends' end-to-end suites cover those).
 
+mod common;
+
 use std::future::Future;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{Server, block_on, free_port};
 use weir_policy::{Admission, Engine, RequestInfo, Timer};
 
-struct Server(Child, u16);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
+/// A redis-server on a free port (or a skip, see `common::installed`).
 fn redis() -> Option<Server> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(child) = child else {
-        assert!(
-            !std::env::var("WEIR_REQUIRE_REDIS").is_ok_and(|v| !v.is_empty() && v != "0"),
-            "redis-server is not installed but WEIR_REQUIRE_REDIS=1"
-        );
-        eprintln!("redis-server not installed: skipping (cargo xtask test installs it)");
-        return None;
-    };
-    let s = Server(child, port);
-    for _ in 0..250 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(s);
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    panic!("redis-server did not start");
+    Server::start()
 }
 
 /// A timer for a blocking test executor: the future is ready once its deadline passed.
@@ -78,24 +33,6 @@ impl Future for Sleep {
 impl Timer for SleepTimer {
     fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
         Sleep(Instant::now() + d)
-    }
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park_timeout(Duration::from_millis(2));
     }
 }
 
@@ -172,10 +109,10 @@ fn header<'a>(h: &'a [(&'static str, String)], name: &str) -> Option<&'a str> {
 #[test]
 fn two_replicas_admit_the_global_limit_once() {
     let Some(srv) = redis() else { return };
-    let a =
-        weir_redis::attach(Engine::from_toml(&config(srv.1, "deny"), "a.toml").unwrap()).unwrap();
-    let b =
-        weir_redis::attach(Engine::from_toml(&config(srv.1, "deny"), "b.toml").unwrap()).unwrap();
+    let a = weir_redis::attach(Engine::from_toml(&config(srv.port, "deny"), "a.toml").unwrap())
+        .unwrap();
+    let b = weir_redis::attach(Engine::from_toml(&config(srv.port, "deny"), "b.toml").unwrap())
+        .unwrap();
     let statuses: Vec<u16> = (0..4)
         .map(|i| admit(if i % 2 == 0 { &a } else { &b }, "alice").0)
         .collect();
@@ -220,21 +157,7 @@ fn store_down_fails_closed_or_open_and_recovers() {
         open.metrics_text()
     );
     // Redis comes up on that port: both recover without a restart.
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _srv = Server(child, port);
+    let _srv = Server::start_on(port).expect("redis-server restarts on its port");
     let mut recovered = false;
     for _ in 0..100 {
         if admit(&closed, "carol").0 == 0 {

@@ -3,118 +3,15 @@
 //! `WEIR_REQUIRE_REDIS=1` (`cargo xtask test` installs Redis and sets it, so CI always runs
 //! these).
 
-use std::future::Future;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+mod common;
+
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{Server, block_on, free_port};
 use weir_core::{Nanos, Verdict};
 use weir_redis::{Limit, RedisSettings, RedisStore, StoreErrorKind};
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start_on(port: u16) -> Option<Server> {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--enable-debug-command",
-                "local",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let s = Server { child, port };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(s);
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server did not start on {port}");
-    }
-    fn start() -> Option<Server> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
-            assert!(
-                !require_redis(),
-                "redis-server is not installed but WEIR_REQUIRE_REDIS=1"
-            );
-            eprintln!("redis-server not installed: skipping (cargo xtask test installs it)");
-            return None;
-        }
-        Self::start_on(free_port())
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-    fn cli(&self, args: &[&str]) {
-        let _ = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .stdout(Stdio::null())
-            .status();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `WEIR_REQUIRE_REDIS=1` (set by `cargo xtask test`): a missing redis-server fails
-/// instead of skipping.
-fn require_redis() -> bool {
-    std::env::var("WEIR_REQUIRE_REDIS").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A minimal executor (no tokio): proves the store's futures are runtime-agnostic.
-fn block_on<F: Future>(f: F) -> F::Output {
-    struct Unpark(thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park_timeout(Duration::from_millis(10));
-    }
-}
 
 fn store(url: &str, lease: u64, timeout_ms: u64) -> RedisStore {
     RedisStore::start(RedisSettings {
