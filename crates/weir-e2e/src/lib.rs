@@ -47,6 +47,8 @@ macro_rules! suite {
             admin_metrics_healthz_config,
             admin_reload_bad_then_good,
             breaker_opens_then_fallback,
+            breaker_three_phases_recover_through_half_open,
+            slow_streaming_body_not_cut_by_deadlines,
             sigint_drains_in_flight_and_exits_0,
             two_instances_local_limits_multiply,
             global_limit_shared_and_store_failure_explicit,

@@ -1271,3 +1271,124 @@ pub fn bad_chunk_after_forwarding_counted_once(bin: &Path) {
         "not also counted under \"-\": {m}"
     );
 }
+
+/// Seed 001's three phases end to end: a backend dies (fallback, then the breaker opens
+/// and the dead backend sees no more attempts), it comes back, and the breaker recovers
+/// through HALF_OPEN by itself — no restart, no operator.
+pub fn breaker_three_phases_recover_through_half_open(bin: &Path) {
+    let up = demo("blue");
+    up.set_down(true);
+    let routes = format!(
+        "{}[routes.breaker]\nfailure_on = [\"5xx\", \"connect_failure\", \"timeout\", \"reset\", \"protocol_error\"]\nconsecutive_failures = 2\ncooldown = {{ base = \"400ms\", max = \"2s\", multiplier = 2.0, jitter = 0.0 }}\nhalf_open = {{ probes = 1, successes = 1 }}\nramp = \"0s\"\n\n[routes.fallback]\nstatus = 200\ncontent_type = \"application/json\"\nbody = '{{\"degraded\":true}}'\n\n",
+        route("api", "/ok", "blue")
+    );
+    let gw = Gateway::start(bin, &config(&[("blue", up.addr())], &routes));
+    let attempts = |gw: &Gateway| -> f64 {
+        let m = gw.admin("GET", "/metrics").text();
+        [
+            "connect_failure",
+            "reset",
+            "protocol_error",
+            "http_5xx",
+            "timeout",
+            "success",
+        ]
+        .iter()
+        .filter_map(|r| {
+            metric(
+                &m,
+                &format!("weir_upstream_attempts_total{{route=\"api\",result=\"{r}\"}}"),
+            )
+        })
+        .sum()
+    };
+    // Phase 1: the backend is dead; clients get the fallback, never a bare 500.
+    let mut reasons = Vec::new();
+    for _ in 0..6 {
+        let r = client::get(gw.addr, "/ok", &[]);
+        assert_eq!(r.status, 200, "fallback: {r:?}");
+        assert_eq!(r.text(), "{\"degraded\":true}");
+        reasons.push(r.header("x-weir-degraded").unwrap_or("").to_owned());
+    }
+    assert_eq!(reasons[0], "upstream_unavailable", "{reasons:?}");
+    assert_eq!(reasons[5], "circuit_open", "{reasons:?}");
+    // Phase 2: while OPEN the dead backend sees no attempts at all.
+    let before = attempts(&gw);
+    assert!(before >= 2.0, "the trip took real attempts: {before}");
+    for _ in 0..5 {
+        let r = client::get(gw.addr, "/ok", &[]);
+        assert_eq!(r.header("x-weir-degraded"), Some("circuit_open"), "{r:?}");
+    }
+    assert_eq!(
+        attempts(&gw),
+        before,
+        "short-circuited requests reached the backend"
+    );
+    assert!(
+        gw.admin("GET", "/admin/breakers")
+            .text()
+            .contains("\"open\"")
+    );
+    // Phase 3: the backend recovers; after the cooldown one probe closes the breaker.
+    up.set_down(false);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = client::get(gw.addr, "/ok", &[]);
+        if r.status == 200 && r.header("x-weir-degraded").is_none() {
+            assert!(r.text().contains("blue"), "proxied body: {r:?}");
+            break;
+        }
+        assert!(Instant::now() < until, "breaker never recovered: {r:?}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let b = gw.admin("GET", "/admin/breakers").text();
+    assert!(b.contains("\"closed\""), "{b}");
+    let m = gw.admin("GET", "/metrics").text();
+    for (from, to) in [
+        ("closed", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
+    ] {
+        let series =
+            format!("weir_breaker_transitions_total{{route=\"api\",from=\"{from}\",to=\"{to}\"}}");
+        assert!(
+            metric(&m, &series).is_some_and(|v| v >= 1.0),
+            "{series} missing from\n{m}"
+        );
+    }
+    // And it stays closed under normal traffic.
+    for _ in 0..3 {
+        let r = client::get(gw.addr, "/ok", &[]);
+        assert_eq!(r.status, 200);
+        assert!(r.header("x-weir-degraded").is_none(), "{r:?}");
+    }
+}
+
+/// The total budget ends with the response head: a live body that streams for longer than
+/// `total` (each gap shorter than `per_try`) reaches the client whole.
+pub fn slow_streaming_body_not_cut_by_deadlines(bin: &Path) {
+    let up = RawUpstream::start(|_, s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+        for i in 0..6 {
+            let _ = s.write_all(format!("2\r\nc{i}\r\n").as_bytes());
+            thread::sleep(Duration::from_millis(120));
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+        true
+    });
+    let routes = format!(
+        "{}[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"200ms\"\n\n",
+        route("all", "/", "up")
+    );
+    let gw = Gateway::start(bin, &config(&[("up", up.addr)], &routes));
+    let t = Instant::now();
+    let mut c = Client::connect(gw.addr).unwrap();
+    let r = c.get("/stream", &[]).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!r.truncated, "body cut: {r:?}");
+    assert_eq!(r.text(), "c0c1c2c3c4c5");
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "streamed past the total budget"
+    );
+}
