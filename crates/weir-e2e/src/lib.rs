@@ -52,6 +52,7 @@ macro_rules! suite {
             sigint_drains_in_flight_and_exits_0,
             two_instances_local_limits_multiply,
             global_limit_shared_and_store_failure_explicit,
+            global_lease_over_admission_bounded_under_load,
             leaky_bucket_shapes_a_burst,
             concurrency_queue_full_timeout_and_proceed,
             shadow_mode_counts_but_never_rejects,

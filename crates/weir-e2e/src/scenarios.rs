@@ -1392,3 +1392,75 @@ pub fn slow_streaming_body_not_cut_by_deadlines(bin: &Path) {
         "streamed past the total budget"
     );
 }
+
+/// Issue 7's bounded load run: two instances on one global token bucket with leases
+/// (`lease = 5`), hammered at several times the limit for ~3 s by 4 clients each. The
+/// fleet admits at most the exact single-bucket ideal plus the documented lease bound
+/// (`instances × lease`), and uses most of the limit. Skips when `redis-server` is
+/// missing (unless `WEIR_REQUIRE_REDIS=1`).
+pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
+    let Some(redis) = crate::redis::RedisServer::start("global_lease") else {
+        return;
+    };
+    let blue = demo("blue");
+    let (rate, burst, lease, instances) = (40u32, 10u32, 5u64, 2u64);
+    let routes = format!(
+        "[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 250\nlease = {lease}\n\n{}{}",
+        redis.url(),
+        route("g", "/ok", "blue"),
+        token_bucket(
+            rate,
+            "1s",
+            burst,
+            "scope = \"global\"\non_store_error = \"deny\""
+        ),
+    );
+    let cfg = config(&[("blue", blue.addr())], &routes);
+    let gws = [Gateway::start(bin, &cfg), Gateway::start(bin, &cfg)];
+    let start = Instant::now();
+    let run = Duration::from_secs(3);
+    let (admitted, other): (u64, u64) = thread::scope(|sc| {
+        let hs: Vec<_> = gws
+            .iter()
+            .flat_map(|g| (0..4).map(move |_| g.addr))
+            .map(|addr| {
+                sc.spawn(move || {
+                    let (mut ok, mut bad) = (0u64, 0u64);
+                    let mut c = Client::connect(addr).unwrap();
+                    while start.elapsed() < run {
+                        match c.get("/ok", &[]) {
+                            Ok(r) if r.status == 200 => ok += 1,
+                            Ok(r) if r.status == 429 => {}
+                            Ok(_) => bad += 1,
+                            Err(_) => c = Client::connect(addr).unwrap(),
+                        }
+                    }
+                    (ok, bad)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+    });
+    let span = start.elapsed().as_secs_f64();
+    let ideal = f64::from(burst) + f64::from(rate) * span;
+    let bound = ideal + (instances * lease) as f64;
+    eprintln!(
+        "global lease {lease}: admitted {admitted} in {span:.2}s; ideal {ideal:.1}; bound {bound:.1}; other {other}"
+    );
+    assert_eq!(other, 0, "only 200 and 429 expected");
+    assert!(
+        admitted as f64 <= bound,
+        "admitted {admitted} > bound {bound:.1}"
+    );
+    assert!(
+        admitted as f64 >= 0.6 * ideal,
+        "the limit is used: admitted {admitted} of ideal {ideal:.1}"
+    );
+    assert_eq!(
+        blue.stats().path("/ok"),
+        admitted,
+        "upstream saw exactly the admitted"
+    );
+}
