@@ -18,7 +18,7 @@
 /// which point the state is equivalent to a fresh (missing) key.
 ///
 /// KEYS[1] state key; ARGV: rate, per_us, burst, cost, want (≥ cost: lease size).
-pub(crate) const TOKEN_BUCKET: &str = r#"
+pub const TOKEN_BUCKET: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])
@@ -70,7 +70,7 @@ return {1, take, rem, 0, reset}
 /// Fixed window: hash `{w, c}` — window index and count in it. TTL = end of the window.
 ///
 /// KEYS[1] state key; ARGV: limit, window_us, cost.
-pub(crate) const FIXED_WINDOW: &str = r#"
+pub const FIXED_WINDOW: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
@@ -99,7 +99,7 @@ return {1, cost, limit - c, 0, reset}
 /// (never admits more than the weighted model). TTL = two windows.
 ///
 /// KEYS[1] state key; ARGV: limit, window_us, cost.
-pub(crate) const SLIDING_WINDOW: &str = r#"
+pub const SLIDING_WINDOW: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
@@ -151,7 +151,7 @@ return {1, cost, limit - (weighted + cost), 0, win - elapsed}
 ///
 /// KEYS[1] state key; ARGV: rate, per_us, burst, delay, nodelay (0/1), cost.
 /// Returns `{allowed, delay_us, remaining, retry_us, reset_us}`.
-pub(crate) const LEAKY_BUCKET: &str = r#"
+pub const LEAKY_BUCKET: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local rate = tonumber(ARGV[1])
@@ -202,7 +202,7 @@ return {1, wait, rem, 0, reset}
 /// until enough of the oldest leave. TTL = one window after the newest event.
 ///
 /// KEYS[1] sorted set; KEYS[2] sequence counter (same hash tag); ARGV: limit, window_us, cost.
-pub(crate) const SLIDING_LOG: &str = r#"
+pub const SLIDING_LOG: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
