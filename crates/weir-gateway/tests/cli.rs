@@ -117,3 +117,49 @@ fn demo_serves_the_seed_routes_and_prints_curl_lines() {
         "{err}"
     );
 }
+
+/// A reload whose `[store]` section changed attaches a new store: a gateway started against
+/// a Redis URL where nothing listens (global route fails closed) serves the limit once the
+/// config names a running Redis and is reloaded — no restart. `--check` never connects.
+#[test]
+fn reload_with_a_changed_store_attaches_it() {
+    let Some(redis) = weir_e2e::redis::RedisServer::start("reload_store") else {
+        return;
+    };
+    let up = RawUpstream::echo();
+    let routes = |url: &str| {
+        format!(
+            "[store]\nkind = \"redis\"\nurl = \"{url}\"\ntimeout_ms = 200\n\n[[routes]]\nid = \"g\"\nmatch = {{ path_prefix = \"/\" }}\nupstream = \"echo\"\n\n[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"60s\"\nburst = 1\nkey = [\"route\"]\nscope = \"global\"\non_store_error = \"deny\"\n"
+        )
+    };
+    let dead = format!("redis://{}/0", weir_e2e::harness::dead_addr());
+    let text = config(&[("echo", up.addr)], &routes(&dead));
+    let gw = Gateway::start(Path::new(BIN), &text);
+    let out = Command::new(BIN)
+        .arg("--check")
+        .arg("--config")
+        .arg(&gw.config_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "--check does not need the store");
+    let r = weir_e2e::client::get(gw.addr, "/x", &[]);
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.reason(), "ratelimit_store_unavailable");
+
+    std::fs::write(
+        &gw.config_path,
+        config(&[("echo", up.addr)], &routes(&redis.url())),
+    )
+    .unwrap();
+    assert_eq!(gw.admin("POST", "/admin/reload").status, 200);
+    let r = weir_e2e::client::get(gw.addr, "/x", &[]);
+    assert_eq!(
+        r.status,
+        200,
+        "new store attached: {r:?}; {}",
+        gw.stderr_text()
+    );
+    let r = weir_e2e::client::get(gw.addr, "/x", &[]);
+    assert_eq!(r.status, 429, "limited by the new store: {r:?}");
+    assert!(gw.stderr_text().contains("new store attached"));
+}
