@@ -75,6 +75,10 @@ pub fn check(input: Input) {
                 if a {
                     events += 1;
                     assert!(model.check_grant(t), "over-granted a retry at {now}");
+                } else {
+                    // The implementation saw this instant too: the model must, or after a
+                    // rewind it would place later events at an earlier "latest instant".
+                    let _ = model.available(t);
                 }
             }
             Op::Available => {
