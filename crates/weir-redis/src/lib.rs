@@ -12,12 +12,15 @@
 //! * **Cluster-ready keys.** The engine passes keys like `weir:{route:digest}`; the hash
 //!   tag keeps a key's data in one slot.
 //! * **Leases bound the cost of batching.** With `lease = p`, an instance takes up to `p`
-//!   tokens in one round trip and spends them locally. Unspent tokens expire after
-//!   `p × per / rate` (the time the bucket needs to refill `p` tokens). Every admission
-//!   therefore comes from a grant made at most that long before it, and Redis never grants
-//!   more than `burst + rate × (L + p·per/rate)` in a span of `L + p·per/rate`: over **any**
-//!   interval the fleet admits at most the exact single-bucket ideal **plus `p`** — within
-//!   the looser `instances × p` bound users are promised. `tests/redis.rs` measures it.
+//!   tokens in one round trip and spends them locally; it never holds more than `p`
+//!   unspent. Tokens are deducted in Redis when granted, so over any interval `[s, e]` the
+//!   fleet admits at most what Redis grants in `[s, e]` (≤ the exact single-bucket ideal)
+//!   plus what the instances held at `s`: **over-admission ≤ instances × `p`**. Unspent
+//!   tokens also expire after `max(p × per / rate, 1 s)`, which gives a second bound —
+//!   ideal plus `rate × that horizon` — tight for slow buckets (ideal + `p` when the refill
+//!   horizon is over a second), while fast buckets keep their lease long enough to save
+//!   round trips. The fleet is always within the smaller of the two. `tests/redis.rs` and
+//!   the shared e2e suite measure it.
 //! * **Failures are explicit.** Every call is bounded by the store timeout; a lost
 //!   connection is re-established on the next call (no restart); errors come back as
 //!   [`StoreError`] so the policy engine can apply `on_store_error` (deny → 503, allow →
@@ -250,6 +253,9 @@ struct Lease {
     remaining_hint: u64,
 }
 
+/// Leases live at least this long, so fast buckets save round trips.
+const LEASE_MIN_TTL: Nanos = Nanos::from_secs(1);
+
 /// Upper bound on cached leases; expired ones are pruned when it is reached.
 const MAX_LEASES: usize = 100_000;
 
@@ -430,10 +436,12 @@ impl Inner {
             && taken > cost
         {
             extra = taken - cost;
+            // The refill horizon of `p` tokens, at least a second (see the crate docs).
             let ttl = Nanos(
                 ((u128::from(per.as_u64()) * u128::from(self.lease)) / u128::from(rate))
                     .min(u128::from(u64::MAX)) as u64,
-            );
+            )
+            .max(LEASE_MIN_TTL);
             let now = self.clock.now();
             let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
             if leases.len() >= MAX_LEASES {

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# weir-gateway with a local limit vs a global limit on Redis (lease 0 and lease > 0), same
+# box, same upstream, one worker, alternating rounds (issue 7's throughput ratio).
+#
+#   bench/http/global.sh [ROUNDS] [DURATION] [LEASE]    (defaults: 3 rounds of 5s, lease 1000)
+#
+# Installs wrk, nginx-light (the upstream) and redis-server with apt when missing, builds
+# weir-gateway --release, starts a fast upstream (nginx answering 200 from memory) and a
+# redis-server on free loopback ports, then runs the gateway with the same token bucket
+# (never rejecting) as scope = "local", "global" with lease = 0, and "global" with
+# lease = LEASE. Prints one line per run and a table of medians and ratios to local.
+set -euo pipefail
+
+ROUNDS=${1:-3}
+DUR=${2:-5s}
+LEASE=${3:-1000}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/weir-bench-global.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+need() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+missing=()
+need wrk || missing+=(wrk)
+need nginx || missing+=(nginx-light)
+need redis-server || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" != 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+(cd "$ROOT" && cargo build --release -q -p weir-gateway)
+WEIR="$ROOT/target/release/weir-gateway"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "nothing listens on $1" >&2
+    exit 1
+}
+
+UP=$(free_port)
+RP=$(free_port)
+WG=$(free_port)
+WA=$(free_port)
+
+mkdir -p "$WORK/up"
+cat >"$WORK/up/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process off;
+error_log $WORK/up/error.log warn;
+pid $WORK/up/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path $WORK/up/body;
+    proxy_temp_path $WORK/up/proxy;
+    fastcgi_temp_path $WORK/up/fastcgi;
+    uwsgi_temp_path $WORK/up/uwsgi;
+    scgi_temp_path $WORK/up/scgi;
+    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
+}
+EOF
+"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
+PIDS+=($!)
+wait_port "$UP"
+redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+PIDS+=($!)
+wait_port "$RP"
+
+start_weir() { # $1 scope line(s), $2 lease
+    cat >"$WORK/weir.toml" <<EOF
+[server]
+listen = "127.0.0.1:$WG"
+admin = "127.0.0.1:$WA"
+instance = "bench"
+workers = 1
+[log]
+access = "off"
+[store]
+kind = "redis"
+url = "redis://127.0.0.1:$RP/0"
+timeout_ms = 100
+lease = $2
+[[upstreams]]
+name = "up"
+endpoints = ["127.0.0.1:$UP"]
+[[routes]]
+id = "all"
+match = { path_prefix = "/" }
+upstream = "up"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 100000000
+per = "1s"
+burst = 100000000
+key = ["route"]
+$1
+EOF
+    "$WEIR" --config "$WORK/weir.toml" 2>"$WORK/weir.err" &
+    WGPID=$!
+    wait_port "$WG"
+}
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+load() { # $1 port -> "req/s p99_ms non2xx"
+    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
+    python3 - "$WORK/wrk.out" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
+v, u = float(m.group(1)), m.group(2)
+p99 = v / 1000 if u == "us" else v * 1000 if u == "s" else v
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+print(f"{rps:.0f} {p99:.3f} {non.group(1) if non else 0}")
+EOF
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker, token bucket never rejecting"
+for r in $(seq "$ROUNDS"); do
+    for mode in local global-lease0 "global-lease$LEASE"; do
+        case $mode in
+            local) start_weir 'scope = "local"' 0 ;;
+            global-lease0) start_weir $'scope = "global"\non_store_error = "deny"' 0 ;;
+            *) start_weir $'scope = "global"\non_store_error = "deny"' "$LEASE" ;;
+        esac
+        wrk -t1 -c32 -d1s "http://127.0.0.1:$WG/" >/dev/null
+        read -r rps p99 non <<<"$(load "$WG")"
+        stop "$WGPID"
+        printf 'round %d %-18s %8s req/s  p99 %7s ms  non-2xx %s\n' "$r" "$mode" "$rps" "$p99" "$non"
+        echo "$mode $rps $p99 $non" >>"$RESULTS"
+    done
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$RESULTS" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+modes = list(dict.fromkeys(r[0] for r in rows))
+med = {m: [statistics.median(float(r[i]) for r in rows if r[0] == m) for i in (1, 2, 3)] for m in modes}
+print()
+print("| limit | req/s (median) | p99 ms | non-2xx | vs local req/s |")
+print("|---|---:|---:|---:|---:|")
+for m in modes:
+    rps, p99, non = med[m]
+    print(f"| {m} | {rps:.0f} | {p99:.2f} | {non:.0f} | {rps / med['local'][0]:.2f}x |")
+EOF
