@@ -25,30 +25,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-need() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
-missing=()
-need wrk || missing+=(wrk)
-need nginx || missing+=(nginx-light)
-if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=""
-    [ "$(id -u)" != 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=bench/http/lib.sh
+. "$ROOT/bench/http/lib.sh"
+ensure_tools wrk:wrk nginx:nginx-light
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway)
 WEIR="$ROOT/target/release/weir-gateway"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "nothing listens on $1" >&2
-    exit 1
-}
 
 UP=$(free_port)
 NG=$(free_port)
