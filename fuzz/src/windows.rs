@@ -1,7 +1,7 @@
 //! Windows: fixed window, sliding-window counter and sliding log, each single-owner vs
 //! shared (identical by construction: same packed word) vs its plain model.
 //!
-//! Checked: shared == single-owner always; the model's decision while consecutive calls
+//! Checked: shared == single-owner always; the model's decision while consecutive acquisitions
 //! are within the documented horizon (in windows) of each other; times in decisions exact
 //! (fixed window and log; the counter's `retry_after` bound); the log never counts more
 //! than `limit` admissions in any window of length `W` (exact sliding window); no panic.
@@ -52,7 +52,7 @@ pub fn check(input: Input) {
     let mut fm = FixedWindowModel::new(limit, window);
     let mut cm = SlidingCounterModel::new(limit, window);
     let mut lm = SlidingLogModel::new(limit, window);
-    // Model comparison holds while consecutive calls are within the horizon (in windows).
+    // Model comparison holds while consecutive acquisitions are within the horizon (in windows).
     let f_h = fixed.as_ref().map_or(0, |f| f.algorithm().horizon());
     let c_h = counter.as_ref().map_or(0, |c| c.algorithm().horizon());
     let (mut f_ok, mut c_ok, mut l_ok) = (true, true, true);
@@ -68,11 +68,15 @@ pub fn check(input: Input) {
             Op::Acquire(N(c)) => (c, true),
             Op::Peek(N(c)) => (c, false),
         };
-        let w = window.max(1);
-        let gap = prev_call.map_or(0, |p| (p / w).abs_diff(now / w));
-        f_ok &= gap < f_h;
-        c_ok &= gap < c_h;
-        prev_call = Some(now);
+        // the horizon is between consecutive acquisitions (a peek writes nothing, and a
+        // cost above the limit is refused before the state is read)
+        if acquire && cost <= limit {
+            let w = window.max(1);
+            let gap = prev_call.map_or(0, |p| (p / w).abs_diff(now / w));
+            f_ok &= gap < f_h;
+            c_ok &= gap < c_h;
+            prev_call = Some(now);
+        }
         let t = Nanos(now);
         if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {
             let before = f.clone();

@@ -21,7 +21,9 @@
 //! stored index is compared with the current one serial-number style: a difference of
 //! `0 < d < 2^(ib−1)` windows is "newer"; larger differences are a clock rewind, evaluated
 //! as "no time passed" (the stored window keeps counting, elapsed time is taken as zero:
-//! conservative). So decisions are exact while consecutive calls are less than
+//! conservative). Every acquisition (cost 0 and rejections included) writes back the
+//! window it evaluated; a peek writes nothing. So decisions are exact while consecutive
+//! acquisitions are less than
 //! `2^(ib−1)` windows apart ([`FixedWindowConfig::horizon`]; 2^31 windows even at the
 //! largest limit 2^32−1 for fixed windows, `2^(63−2·cb)` for the counter: 2^49 windows at
 //! limit 100, 2^15 windows at the largest limit 2^24−1). A state whose counts are all zero
@@ -54,6 +56,13 @@ use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
+
+/// `Some(new)` when a step changed the word. Every step writes its normalised word back
+/// (also for cost 0 and rejections), so the stored index follows the calls and the horizon
+/// is measured between consecutive acquisitions, not from the last admission.
+const fn changed(old: u64, new: u64) -> Option<u64> {
+    if old == new { None } else { Some(new) }
+}
 
 /// Where the current window stands relative to the stored one.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -100,7 +109,12 @@ impl Packing {
     const fn c1(self, w: u64) -> u64 {
         (w >> self.cb) & self.cmask()
     }
+    /// The word for `idx` and counts; all-zero counts pack to `0` (fresh whatever the
+    /// index), so an empty state never needs a write.
     const fn pack(self, idx: u64, c0: u64, c1: u64) -> u64 {
+        if c0 == 0 && c1 == 0 {
+            return 0;
+        }
         ((idx & self.idx_mask()) << (self.cb * self.counts)) | (c1 << self.cb) | c0
     }
     /// Relation of the current index `now_idx` to the stored one.
@@ -235,7 +249,7 @@ impl FixedWindowConfig {
                 retry_after: Nanos::ZERO,
                 reset_after: if new == 0 { Nanos::ZERO } else { end },
             };
-            (d, (cost != 0).then(|| p.pack(idx, new, 0)))
+            (d, changed(word, p.pack(idx, new, 0)))
         } else {
             let d = Decision {
                 verdict: Verdict::Reject,
@@ -243,7 +257,7 @@ impl FixedWindowConfig {
                 retry_after: end,
                 reset_after: end,
             };
-            (d, None)
+            (d, changed(word, p.pack(idx, count, 0)))
         }
     }
 }
@@ -443,8 +457,7 @@ impl SlidingWindowConfig {
                     t => base.saturating_add(t),
                 }),
             };
-            let new = (cost != 0).then(|| self.p.pack(v.idx, v.cur + cost, v.prev));
-            (d, new)
+            (d, changed(word, self.p.pack(v.idx, v.cur + cost, v.prev)))
         } else {
             let d = Decision {
                 verdict: Verdict::Reject,
@@ -452,7 +465,7 @@ impl SlidingWindowConfig {
                 retry_after: Nanos(base.saturating_add(self.time_until_fits(&v, cost))),
                 reset_after: Nanos(base.saturating_add(self.time_until_less(&v))),
             };
-            (d, None)
+            (d, changed(word, self.p.pack(v.idx, v.cur, v.prev)))
         }
     }
 }
@@ -632,6 +645,43 @@ impl<A: WordStep> SharedRateLimiter for SharedWindow<A> {
 mod tests {
     use super::*;
     const S: u64 = 1_000_000_000;
+
+    /// Found by fuzzing: a cost-0 acquisition in a later window must move the stored index,
+    /// or a call one horizon after the last admission reads as a rewind.
+    #[test]
+    fn cost_zero_acquisitions_keep_the_index_within_the_horizon() {
+        // fixed, limit 14: horizon 2^59 windows; t1 and t2 − t1 are inside it, t2 is not
+        let (t1, t2) = (4_268_070_197_446_523_707, 1 << 63);
+        let mut fw = FixedWindow::new(14, Nanos(15)).unwrap();
+        let fs = SharedFixedWindow::new(14, Nanos(15)).unwrap();
+        for (t, cost) in [(0, 12), (t1, 0), (t2, 0)] {
+            let d = fw.acquire(Nanos(t), cost).unwrap();
+            assert_eq!(d, fs.acquire(Nanos(t), cost).unwrap());
+            if t != 0 {
+                assert_eq!(
+                    (d.remaining, d.reset_after),
+                    (14, Nanos::ZERO),
+                    "fixed at {t}"
+                );
+            }
+        }
+        // counter, limit 14: horizon 2^55 windows; the same shape scaled to it
+        let (t1, t2) = ((3 << 53) * 15, (3 << 54) * 15);
+        let mut sw = SlidingWindow::new(14, Nanos(15)).unwrap();
+        let ss = SharedSlidingWindow::new(14, Nanos(15)).unwrap();
+        assert_eq!(sw.algorithm().horizon(), 1 << 55);
+        for (t, cost) in [(0, 12), (t1, 0), (t2, 0)] {
+            let e = sw.acquire(Nanos(t), cost).unwrap();
+            assert_eq!(e, ss.acquire(Nanos(t), cost).unwrap());
+            if t != 0 {
+                assert_eq!(
+                    (e.remaining, e.reset_after),
+                    (14, Nanos::ZERO),
+                    "counter at {t}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn fixed_window_basics() {

@@ -220,19 +220,17 @@ impl FixedWindowModel {
     fn at(&self, now: u64) -> (u64, u64) {
         let idx = now / self.window;
         match self.cur {
-            Some((i, c)) if i >= idx => (i, c),
+            Some((i, c)) if i >= idx && c > 0 => (i, c),
             _ => (idx, 0),
         }
     }
-    /// Decide and record.
+    /// Decide and record (every acquisition records the window it evaluated).
     pub fn acquire(&mut self, now: u64, cost: u64) -> Decision {
         let (i, c) = self.at(now);
         let end = sat((i as u128 + 1) * self.window as u128
             - (now as u128).min((i as u128 + 1) * self.window as u128));
         if c + cost <= self.limit {
-            if cost > 0 {
-                self.cur = Some((i, c + cost));
-            }
+            self.cur = Some((i, c + cost));
             Decision {
                 verdict: Verdict::Admit,
                 remaining: self.limit - c - cost,
@@ -240,6 +238,7 @@ impl FixedWindowModel {
                 reset_after: if c + cost == 0 { Nanos::ZERO } else { end },
             }
         } else {
+            self.cur = Some((i, c));
             Decision {
                 verdict: Verdict::Reject,
                 remaining: self.limit - c,
@@ -289,16 +288,15 @@ impl SlidingCounterModel {
         let w = self.window as u128;
         ((p as u128 * (w - e as u128)).div_ceil(w)) as u64 + c
     }
-    /// Decide (verdict, remaining) and record.
+    /// Decide (verdict, remaining) and record (every acquisition records its window).
     pub fn acquire(&mut self, now: u64, cost: u64) -> (Verdict, u64) {
         let est = self.estimate(now);
         let (i, p, c, _) = self.at(now);
         if est + cost <= self.limit {
-            if cost > 0 {
-                self.state = Some((i, p, c + cost));
-            }
+            self.state = Some((i, p, c + cost));
             (Verdict::Admit, self.limit - est - cost)
         } else {
+            self.state = Some((i, p, c));
             (Verdict::Reject, self.limit.saturating_sub(est))
         }
     }
