@@ -1,8 +1,8 @@
 //! Windows: fixed window, sliding-window counter and sliding log, each single-owner vs
 //! shared (identical by construction: same packed word) vs its plain model.
 //!
-//! Checked: shared == single-owner always; the model's decision while consecutive acquisitions
-//! are within the documented horizon (in windows) of each other; times in decisions exact
+//! Checked: shared == single-owner always; the model's decision while the stored window is
+//! within the documented horizon (in windows) of the current one; times in decisions exact
 //! (fixed window and log; the counter's `retry_after` bound); the log never counts more
 //! than `limit` admissions in any window of length `W` (exact sliding window); no panic.
 
@@ -52,12 +52,11 @@ pub fn check(input: Input) {
     let mut fm = FixedWindowModel::new(limit, window);
     let mut cm = SlidingCounterModel::new(limit, window);
     let mut lm = SlidingLogModel::new(limit, window);
-    // Model comparison holds while consecutive acquisitions are within the horizon (in windows).
     let f_h = fixed.as_ref().map_or(0, |f| f.algorithm().horizon());
     let c_h = counter.as_ref().map_or(0, |c| c.algorithm().horizon());
     let (mut f_ok, mut c_ok, mut l_ok) = (true, true, true);
     let mut admitted_log: Vec<u64> = Vec::new(); // instants of units the log admitted
-    let (mut now, mut prev_call): (u64, Option<u64>) = (0, None);
+    let mut now = 0u64;
     let mut log_latest = 0u64; // the latest instant any acquire on the log saw
     for op in input.ops.into_iter().take(256) {
         let (cost, acquire) = match op {
@@ -68,14 +67,15 @@ pub fn check(input: Input) {
             Op::Acquire(N(c)) => (c, true),
             Op::Peek(N(c)) => (c, false),
         };
-        // the horizon is between consecutive acquisitions (a peek writes nothing, and a
-        // cost above the limit is refused before the state is read)
+        // Exact while the stored window (the latest one still counting; the models hold
+        // it) is within the horizon of the current one, in either direction. Peeks and
+        // refused costs do not read the state.
         if acquire && cost <= limit {
-            let w = window.max(1);
-            let gap = prev_call.map_or(0, |p| (p / w).abs_diff(now / w));
-            f_ok &= gap < f_h;
-            c_ok &= gap < c_h;
-            prev_call = Some(now);
+            let idx = now / window.max(1);
+            f_ok &= fm.cur.is_none_or(|(i, c)| c == 0 || i.abs_diff(idx) < f_h);
+            c_ok &= cm
+                .state
+                .is_none_or(|(i, p, c)| p == 0 && c == 0 || i.abs_diff(idx) < c_h);
         }
         let t = Nanos(now);
         if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {

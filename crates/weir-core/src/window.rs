@@ -22,13 +22,15 @@
 //! `0 < d < 2^(ib−1)` windows is "newer"; larger differences are a clock rewind, evaluated
 //! as "no time passed" (the stored window keeps counting, elapsed time is taken as zero:
 //! conservative). Every acquisition (cost 0 and rejections included) writes back the
-//! window it evaluated; a peek writes nothing. So decisions are exact while consecutive
-//! acquisitions are less than
-//! `2^(ib−1)` windows apart ([`FixedWindowConfig::horizon`]; 2^31 windows even at the
-//! largest limit 2^32−1 for fixed windows, `2^(63−2·cb)` for the counter: 2^49 windows at
-//! limit 100, 2^15 windows at the largest limit 2^24−1). A state whose counts are all zero
-//! is fresh whatever its index. Beyond the horizon, an idle gap may read as a rewind: the
-//! limiter then under-admits (never over-admits) until the gap reads as newer again.
+//! window it evaluated (a peek writes nothing), so the stored window is the latest one
+//! still counting. Decisions are exact while it is less than `2^(ib−1)` windows from the
+//! current one in either direction; without rewinds, while consecutive acquisitions are
+//! less than `2^(ib−1)` windows apart ([`FixedWindowConfig::horizon`]; 2^31 windows even at
+//! the largest limit 2^32−1 for fixed windows, `2^(63−2·cb)` for the counter: 2^49 windows
+//! at limit 100, 2^15 windows at the largest limit 2^24−1). A state whose counts are all
+//! zero is fresh whatever its index. Beyond the horizon, an idle gap may read as a rewind
+//! (the limiter under-admits until the gap reads as newer again), and a rewind by more
+//! than the horizon reads as time passing (the window restarts).
 //!
 //! # Decisions
 //! `remaining = limit − count` (counter: minus the rounded estimate); `retry_after` for a
