@@ -277,7 +277,7 @@ impl SlidingCounterModel {
         match self.state {
             None | Some((_, 0, 0)) => (idx, 0, 0, e),
             Some((i, p, c)) if i == idx => (i, p, c, e),
-            Some((i, _, c)) if idx == i + 1 => (idx, c, 0, e),
+            Some((i, _, c)) if i.checked_add(1) == Some(idx) => (idx, c, 0, e),
             Some((i, p, c)) if i > idx => (i, p, c, 0),
             _ => (idx, 0, 0, e),
         }
