@@ -302,14 +302,15 @@ impl SlidingCounterModel {
     }
 }
 
-/// A sliding log as a plain event list (never pruned); rewinds count as no time passed.
+/// A sliding log as a plain event list; rewinds count as no time passed. Units that can
+/// never count again (older than the latest instant seen minus the window) are dropped.
 #[derive(Debug, Clone)]
 pub struct SlidingLogModel {
     /// Limit per window.
     pub limit: u64,
     /// Window length in ns.
     pub window: u64,
-    /// Every admitted unit's instant.
+    /// The instants of the admitted units that may still count.
     pub events: heapless::Vec<u64, 4096>,
     /// Latest instant seen by `acquire`.
     pub latest: u64,
@@ -336,6 +337,8 @@ impl SlidingLogModel {
     /// Decide (verdict, remaining) and record. `None` when the event list is full.
     pub fn acquire(&mut self, now: u64, cost: u64) -> Option<(Verdict, u64)> {
         self.latest = self.latest.max(now);
+        let (window, latest) = (self.window, self.latest);
+        self.events.retain(|&t| t.saturating_add(window) > latest);
         let n = self.count(now);
         if n + cost <= self.limit {
             for _ in 0..cost {
