@@ -226,12 +226,13 @@ class FixedWindowModel:
         if cost > self.limit:
             raise OverflowError("insufficient capacity")
         idx = now // self.W
-        i, c = self.cur if self.cur is not None and self.cur[0] >= idx else (idx, 0)
+        i, c = self.cur if self.cur is not None and self.cur[0] >= idx and self.cur[1] > 0 else (idx, 0)
         end = sat((i + 1) * self.W - now)
+        # Every acquisition records the window it evaluated (as weir-core does).
         if c + cost <= self.limit:
-            if cost:
-                self.cur = (i, c + cost)
+            self.cur = (i, c + cost)
             return D(True, self.limit - c - cost, 0, 0, end if c + cost else 0)
+        self.cur = (i, c)
         return D(False, self.limit - c, end, 0, end)
 
 
@@ -291,14 +292,16 @@ class SlidingCounterModel:
         est = self.estimate(now)
         if est + cost <= self.limit:
             # reset_after with this cost counted in the current window.
-            saved = self.state
+            # Every acquisition records the window it evaluated (as weir-core does).
             i, p, c, _ = self._at(now)
             self.state = (i, p, c + cost)
             reset = self._reset_after(now, 0)
-            self.state = saved if cost == 0 else self.state
             return D(True, self.limit - est - cost, 0, 0, reset)
         retry = self._first(now, lambda t: self.estimate(t) + cost <= self.limit)
-        return D(False, max(0, self.limit - est), retry, 0, self._reset_after(now, 0))
+        reset = self._reset_after(now, 0)
+        i, p, c, _ = self._at(now)
+        self.state = (i, p, c)
+        return D(False, max(0, self.limit - est), retry, 0, reset)
 
 
 class SlidingLogModel:
