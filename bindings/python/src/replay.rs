@@ -1,24 +1,31 @@
 //! `weir.replay`: a whole arrival trace through a limiter on its manual clock.
 //!
-//! The Python wrapper (`weir.replay`) turns `times`/`costs` into native-endian `float64` /
-//! `uint64` bytes (a single copy from any float64 buffer; numpy is optional) and slices the
-//! one result `bytes` into typed `memoryview` columns. Here: validate every input first (so
-//! a bad trace changes nothing), then, with the GIL released for traces of 4096 events or
-//! more, run each event through the core's `acquire(times[i], costs[i])` — the very step
-//! `try_acquire` takes — writing each decision straight into the result buffer: no
-//! intermediate vectors, no per-event Python object. The manual clock is left at the last
-//! event's time.
+//! The Python wrapper (`weir.replay`) hands over `times` / `costs` as native-endian
+//! `float64` / `uint64` columns: a `bytes`, or a 1-D `memoryview` of that format (a numpy
+//! array, an `array`; numpy is optional). abi3-py39 has no buffer protocol to read a
+//! `memoryview` in place, so [`Column`] copies it out [`CHUNK`] events at a time into a
+//! short-lived `bytes` that stays in cache and is recycled by the allocator — one copy of
+//! the whole trace would be fresh memory, page faults included (about 1/7 of a replay's
+//! time here). Validation reads every chunk first (so a bad trace changes nothing); then,
+//! with the GIL released per chunk for traces of 4096 events or more, each event runs
+//! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes —
+//! writing each decision straight into the one result `bytes`: no intermediate vectors, no
+//! per-event Python object. The manual clock is left at the last event's time.
 
 use crate::errors;
 use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
 use crate::time::{TimeSource, round_ns};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PySlice};
 use weir_core::{Decision, Nanos, SharedTokenBucket};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
+
+/// Events per chunk of a `memoryview` column: 256 KiB of input, cache-resident.
+const CHUNK: usize = 1 << 15;
 
 /// Bytes of result per event: `remaining` u64, `wait` f64, `allowed` u8. `wait` is
 /// `retry_after` for a rejected event and `delay` for an admitted one (at most one of the
@@ -55,14 +62,19 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
     u64::from_ne_bytes(a)
 }
 
-/// The replay loop: decisions written into the column layout of [`BYTES_PER_EVENT`].
+/// The replay loop over one chunk: decisions written into the column layout of
+/// [`BYTES_PER_EVENT`].
 struct Fill<'a> {
-    /// `n` native f64 seconds, all `>= 0` (validated).
+    /// `k` native f64 seconds, all `>= 0` (validated).
     times: &'a [u8],
-    /// `n` native u64 costs, all within the capacity (validated), or all 1.
+    /// `k` native u64 costs, all within the capacity (validated), or all 1.
     costs: Option<&'a [u8]>,
-    /// `17·n` zeroed bytes: `remaining[n] | wait[n] | allowed[n]`.
-    out: &'a mut [u8],
+    /// The chunk's `8·k` zeroed bytes of the `remaining` column.
+    rem: &'a mut [u8],
+    /// The chunk's `8·k` zeroed bytes of the `wait` column.
+    wait: &'a mut [u8],
+    /// The chunk's `k` zeroed bytes of the `allowed` column.
+    allowed: &'a mut [u8],
 }
 
 impl Sink for Fill<'_> {
@@ -70,9 +82,10 @@ impl Sink for Fill<'_> {
     type Out = (u64, u64, Nanos);
     #[inline]
     fn run<S: FnMut(Nanos, u64) -> Decision>(self, mut step: S) -> (u64, u64, Nanos) {
+        let (t, r, w, a) = (self.times, self.rem, self.wait, self.allowed);
         match self.costs {
-            None => fill(self.times, self.out, |_| 1, &mut step),
-            Some(c) => fill(self.times, self.out, |i| u64_at(c, i), &mut step),
+            None => fill(t, r, w, a, |_| 1, &mut step),
+            Some(c) => fill(t, r, w, a, |i| u64_at(c, i), &mut step),
         }
     }
 }
@@ -80,20 +93,19 @@ impl Sink for Fill<'_> {
 #[inline(always)]
 fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
     times: &[u8],
-    out: &mut [u8],
+    rem: &mut [u8],
+    wait: &mut [u8],
+    al: &mut [u8],
     cost: C,
     step: &mut S,
 ) -> (u64, u64, Nanos) {
-    let n = times.len() / 8;
-    let (rem, rest) = out.split_at_mut(8 * n);
-    let (wait, al) = rest.split_at_mut(8 * n);
-    let al = &mut al[..n];
     let (mut admitted, mut delayed) = (0u64, 0u64);
     let mut last = Nanos::ZERO;
-    for (i, ((t, rem), wait)) in times
+    for (i, (((t, rem), wait), al)) in times
         .chunks_exact(8)
         .zip(rem.chunks_exact_mut(8))
         .zip(wait.chunks_exact_mut(8))
+        .zip(al.iter_mut())
         .enumerate()
     {
         let mut a = [0u8; 8];
@@ -103,9 +115,7 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
         let d = step(now, cost(i));
         let ok = d.is_allowed();
         admitted += ok as u64;
-        if let Some(x) = al.get_mut(i) {
-            *x = ok as u8;
-        }
+        *al = ok as u8;
         rem.copy_from_slice(&d.remaining.to_ne_bytes());
         // Zero for most events: the buffer starts zeroed, skip the conversion.
         let w = if ok { d.delay() } else { d.retry_after };
@@ -117,14 +127,69 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
     (admitted, delayed, last)
 }
 
+/// A column of 8-byte items: a `bytes` (read in place) or a 1-D `memoryview` with 8-byte
+/// items, read [`CHUNK`] events at a time through `view[a:b].tobytes()`.
+struct Column<'py> {
+    obj: Bound<'py, PyAny>,
+    bytes: Option<Bound<'py, PyBytes>>,
+    len: usize,
+}
+
+impl<'py> Column<'py> {
+    fn new(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let (bytes, len) = match obj.cast::<PyBytes>() {
+            Ok(b) => {
+                let l = b.as_bytes().len();
+                if !l.is_multiple_of(8) {
+                    return Err(PyValueError::new_err(format!(
+                        "{name} must be 8-byte items, got {l} bytes"
+                    )));
+                }
+                (Some(b.clone()), l / 8)
+            }
+            Err(_) => (None, obj.len()?),
+        };
+        Ok(Column {
+            obj: obj.clone(),
+            bytes,
+            len,
+        })
+    }
+
+    /// `f` of the raw bytes of items `a..b`.
+    fn with<R>(&self, a: usize, b: usize, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+        if let Some(bytes) = &self.bytes {
+            return Ok(f(&bytes.as_bytes()[8 * a..8 * b]));
+        }
+        let py = self.obj.py();
+        let part = self
+            .obj
+            .get_item(PySlice::new(py, a as isize, b as isize, 1))?
+            .call_method0(intern!(py, "tobytes"))?;
+        let part = part.cast_into::<PyBytes>()?;
+        let raw = part.as_bytes();
+        if raw.len() != 8 * (b - a) {
+            return Err(PyValueError::new_err(
+                "a replay column must be a 1-D buffer of 8-byte items",
+            ));
+        }
+        Ok(f(raw))
+    }
+}
+
+/// `(start, end)` of each chunk of `n` events.
+fn chunks(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).step_by(CHUNK).map(move |a| (a, (a + CHUNK).min(n)))
+}
+
 /// `>= 0` and not NaN.
 #[inline(always)]
 fn valid_time(s: f64) -> bool {
     s >= 0.0
 }
 
-/// The first time that is NaN or negative, as a `ValueError`.
-fn check_times(b: &[u8]) -> PyResult<()> {
+/// The index within `b` of the first time that is NaN or negative.
+fn bad_time(b: &[u8]) -> Option<usize> {
     let n = b.len() / 8;
     // Branch-free scan first (vectorises); locate the culprit only on failure.
     let mut bad = false;
@@ -132,104 +197,159 @@ fn check_times(b: &[u8]) -> PyResult<()> {
         bad |= !valid_time(f64_at(b, i));
     }
     if !bad {
-        return Ok(());
+        return None;
     }
-    let i = (0..n).find(|&i| !valid_time(f64_at(b, i))).unwrap_or(0);
-    Err(PyValueError::new_err(format!(
-        "times[{i}] must be >= 0 seconds and not NaN, got {}",
-        f64_at(b, i)
-    )))
+    (0..n).find(|&i| !valid_time(f64_at(b, i)))
 }
 
-fn check_costs(py: Python<'_>, b: &[u8], n: usize, cap: u64) -> PyResult<()> {
-    if b.len() / 8 != n {
-        return Err(PyValueError::new_err(format!(
-            "costs has {} items but times has {n}",
-            b.len() / 8
-        )));
-    }
+/// The index within `b` of the first cost above `cap`.
+fn bad_cost(b: &[u8], cap: u64) -> Option<usize> {
+    let n = b.len() / 8;
     let mut max = 0u64;
     for i in 0..n {
         max = max.max(u64_at(b, i));
     }
     if max <= cap {
-        return Ok(());
+        return None;
     }
-    let i = (0..n).find(|&i| u64_at(b, i) > cap).unwrap_or(0);
-    let e = errors::insufficient(
-        py,
-        weir_core::InsufficientCapacity {
-            cost: u64_at(b, i),
-            capacity: cap,
-        },
-    );
-    let _ = e.value(py).setattr("index", i);
-    Err(e)
+    (0..n).find(|&i| u64_at(b, i) > cap)
+}
+
+/// Every time, then every cost: the first problem as an exception (times first).
+fn validate(
+    py: Python<'_>,
+    times: &Column<'_>,
+    costs: Option<&Column<'_>>,
+    cap: u64,
+) -> PyResult<()> {
+    let n = times.len;
+    // A length mismatch is reported after the times, like the other cost errors.
+    let mismatch = costs.map(|c| c.len).filter(|&l| l != n);
+    let costs = costs.filter(|_| mismatch.is_none());
+    let mut time_err: Option<(usize, f64)> = None;
+    let mut cost_err: Option<(usize, u64)> = None;
+    for (a, b) in chunks(n) {
+        if time_err.is_none() {
+            time_err = times.with(a, b, |t| bad_time(t).map(|i| (a + i, f64_at(t, i))))?;
+        }
+        if let Some(c) = costs
+            && cost_err.is_none()
+        {
+            cost_err = c.with(a, b, |c| bad_cost(c, cap).map(|i| (a + i, u64_at(c, i))))?;
+        }
+        if time_err.is_some() {
+            break;
+        }
+    }
+    if let Some((i, t)) = time_err {
+        return Err(PyValueError::new_err(format!(
+            "times[{i}] must be >= 0 seconds and not NaN, got {t}"
+        )));
+    }
+    if let Some(l) = mismatch {
+        return Err(PyValueError::new_err(format!(
+            "costs has {l} items but times has {n}"
+        )));
+    }
+    if let Some((i, cost)) = cost_err {
+        let e = errors::insufficient(
+            py,
+            weir_core::InsufficientCapacity {
+                cost,
+                capacity: cap,
+            },
+        );
+        let _ = e.value(py).setattr("index", i);
+        return Err(e);
+    }
+    Ok(())
 }
 
 fn replay_on<'py, P: PyLimiter>(
     py: Python<'py>,
     lim: &P,
-    times: &[u8],
-    costs: Option<&[u8]>,
+    times: &Column<'py>,
+    costs: Option<&Column<'py>>,
 ) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
     let clock = lim.time().manual().ok_or_else(|| {
         PyValueError::new_err(
             "limiter must run on a weir.ManualClock to be replayed (pass clock=weir.ManualClock())",
         )
     })?;
-    if !times.len().is_multiple_of(8) {
-        return Err(PyValueError::new_err("times must be float64 bytes"));
-    }
-    let n = times.len() / 8;
-    check_times(times)?;
-    if let Some(c) = costs {
-        check_costs(py, c, n, lim.capacity())?;
-    }
-    let mut res = (0u64, 0u64, Nanos::ZERO);
+    let n = times.len;
+    validate(py, times, costs, lim.capacity())?;
+    let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
     let buf = PyBytes::new_with(py, n * BYTES_PER_EVENT, |out| {
-        let fill = Fill { times, costs, out };
-        res = if n >= DETACH_AT {
-            py.detach(|| lim.drive(fill))
-        } else {
-            lim.drive(fill)
-        };
+        let (rem, rest) = out.split_at_mut(8 * n);
+        let (wait, allowed) = rest.split_at_mut(8 * n);
+        for (a, b) in chunks(n) {
+            let (rem, wait) = (&mut rem[8 * a..8 * b], &mut wait[8 * a..8 * b]);
+            let allowed = &mut allowed[a..b];
+            let (ad, de, la) = times.with(a, b, |times| {
+                let mut run = |costs: Option<&[u8]>| {
+                    let fill = Fill {
+                        times,
+                        costs,
+                        rem,
+                        wait,
+                        allowed,
+                    };
+                    if n >= DETACH_AT {
+                        py.detach(|| lim.drive(fill))
+                    } else {
+                        lim.drive(fill)
+                    }
+                };
+                match costs {
+                    None => Ok(run(None)),
+                    Some(c) => c.with(a, b, |c| run(Some(c))),
+                }
+            })??;
+            admitted += ad;
+            delayed += de;
+            last = la;
+        }
         Ok(())
     })?;
     if n > 0 {
-        clock.set(res.2);
+        clock.set(last);
     }
-    Ok((buf, res.0, res.1))
+    Ok((buf, admitted, delayed))
 }
 
-/// `_replay(limiter, times_f64_bytes, costs_u64_bytes_or_None)` →
-/// `(columns, admitted, delayed)`: `columns` is one `bytes` of `17·n`: `remaining` (u64) and
-/// `wait` (f64 seconds) columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1);
-/// `delayed` counts admitted events with a non-zero delay.
+/// `_replay(limiter, times, costs_or_None)` → `(columns, admitted, delayed)`. `times` and
+/// `costs` are native float64 / uint64 columns: `bytes`, or 1-D `memoryview`s of 8-byte
+/// items. `columns` is one `bytes` of `17·n`: `remaining` (u64) and `wait` (f64 seconds)
+/// columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1); `delayed` counts
+/// admitted events with a non-zero delay.
 #[pyfunction]
 #[pyo3(signature = (limiter, times, costs = None))]
 pub(crate) fn _replay<'py>(
     py: Python<'py>,
     limiter: &Bound<'py, PyAny>,
-    times: &Bound<'py, PyBytes>,
-    costs: Option<&Bound<'py, PyBytes>>,
+    times: &Bound<'py, PyAny>,
+    costs: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
-    let times = times.as_bytes();
-    let costs = costs.map(|c| c.as_bytes());
+    let times = Column::new("times", times)?;
+    let costs = match costs {
+        Some(c) if !c.is_none() => Some(Column::new("costs", c)?),
+        _ => None,
+    };
+    let (t, c) = (&times, costs.as_ref());
     if let Ok(l) = limiter.cast::<PyTokenBucket>() {
-        return replay_on(py, l.get(), times, costs);
+        return replay_on(py, l.get(), t, c);
     }
     if let Ok(l) = limiter.cast::<PyLeakyBucket>() {
-        return replay_on(py, l.get(), times, costs);
+        return replay_on(py, l.get(), t, c);
     }
     if let Ok(l) = limiter.cast::<PyFixedWindow>() {
-        return replay_on(py, l.get(), times, costs);
+        return replay_on(py, l.get(), t, c);
     }
     if let Ok(l) = limiter.cast::<PySlidingWindow>() {
-        return replay_on(py, l.get(), times, costs);
+        return replay_on(py, l.get(), t, c);
     }
     if let Ok(l) = limiter.cast::<PySlidingLog>() {
-        return replay_on(py, l.get(), times, costs);
+        return replay_on(py, l.get(), t, c);
     }
     Err(PyTypeError::new_err(format!(
         "limiter must be a weir rate limiter (TokenBucket, LeakyBucket, FixedWindow, \

@@ -6,14 +6,14 @@
 //! [`Nanos::MAX`], which the core treats as "forever".
 //!
 //! A limiter reads either a shared [`ManualClock`] (an `Arc` of the core's clock, so several
-//! Python objects can share one and `replay` can drive it without the GIL) or the OS
-//! monotonic clock, counted from one process-wide epoch so that instants of different
-//! objects compare.
+//! Python objects can share one and `replay` can drive it without the GIL) or a monotonic
+//! real clock (the TSC through [`QuantaClock`], the OS clock without an invariant TSC),
+//! counted from one process-wide epoch so that instants of different objects compare.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::{Arc, OnceLock};
-use weir_core::{Clock, ManualClock, Nanos, StdClock};
+use weir_core::{Clock, ManualClock, Nanos, QuantaClock};
 
 /// Seconds → nanoseconds, rounding to nearest; NaN / negative → `ValueError` naming `name`.
 pub(crate) fn to_nanos(name: &str, seconds: f64) -> PyResult<Nanos> {
@@ -57,9 +57,14 @@ pub(crate) fn to_secs(n: Nanos) -> f64 {
     n.as_secs_f64()
 }
 
-fn process_epoch() -> StdClock {
-    static EPOCH: OnceLock<StdClock> = OnceLock::new();
-    *EPOCH.get_or_init(StdClock::new)
+/// The process-wide real clock: the CPU's invariant TSC through `quanta` (the OS monotonic
+/// clock where there is none), counted from the first use. A TSC read costs a fraction of
+/// `Instant::now()` (a vDSO `clock_gettime`), which is a large share of a `try_acquire`.
+/// The first call calibrates the TSC against the OS clock (quanta: tens of ms, at most
+/// ~200 ms, once per process).
+fn process_epoch() -> &'static QuantaClock {
+    static EPOCH: OnceLock<QuantaClock> = OnceLock::new();
+    EPOCH.get_or_init(QuantaClock::new)
 }
 
 /// `weir.ManualClock(start=0.0)`: a clock that moves only when told to. Share one between
@@ -111,8 +116,8 @@ impl PyManualClock {
 pub(crate) enum TimeSource {
     /// A `weir.ManualClock`; the Python object is kept to hand it back from `.clock`.
     Manual(Arc<ManualClock>, Py<PyManualClock>),
-    /// The OS monotonic clock from the process epoch.
-    Monotonic(StdClock),
+    /// The real (monotonic) clock from the process epoch.
+    Monotonic(&'static QuantaClock),
 }
 
 impl TimeSource {

@@ -150,3 +150,38 @@ def test_replay_columns_layout():
     assert cols["retry_after"].tolist() == [0.0, 0.0, 0.8, 0.0]
     assert cols["delay"].tolist() == [0.0] * 4
     assert all(not c.flags.writeable for c in cols.values())
+
+
+@pytest.mark.parametrize("kind", ["TokenBucket", "LeakyBucket", "SlidingLog"])
+def test_replay_across_chunks(kind):
+    """Traces longer than one native chunk (32768 events, read from a buffer a chunk at a
+    time): strided, numpy and array inputs; errors past the first chunk report the global
+    index and change nothing; decisions equal the single calls across the boundaries."""
+    np = pytest.importorskip("numpy")
+    n = 70_001
+    rng = np.random.default_rng(7)
+    ts = np.cumsum(rng.exponential(0.3, 2 * n))[::2]  # strided: not C-contiguous
+    costs = rng.integers(0, 4, n).astype(np.uint64)
+    c = weir.ManualClock()
+    a = MAKERS[kind](c)
+    bad = ts.copy()
+    bad[65_540] = -1.0
+    with pytest.raises(ValueError, match=r"times\[65540\]"):
+        weir.replay(a, bad, costs)
+    over = costs.copy()
+    over[40_000] = 99
+    with pytest.raises(weir.InsufficientCapacity) as e:
+        weir.replay(a, ts, over)
+    assert e.value.index == 40_000
+    with pytest.raises(ValueError, match="costs has 70000 items"):
+        weir.replay(a, ts, costs[:-1])
+    assert c.now() == 0.0 and a.peek(0) == MAKERS[kind](weir.ManualClock()).peek(0)
+    r = weir.replay(a, ts, costs)
+    r2 = weir.replay(MAKERS[kind](weir.ManualClock()), array.array("d", ts.tolist()), costs.tolist())
+    b = MAKERS[kind](weir.ManualClock())
+    for i in range(n):
+        b.clock.set(ts[i])
+        d = b.try_acquire(int(costs[i]))
+        assert r[i] == r2[i] == (d.allowed, d.remaining, d.retry_after, d.delay)
+    assert r.admitted == sum(r.allowed) and a.clock.now() == b.clock.now()
+    assert a.peek(0) == b.peek(0)

@@ -24,7 +24,11 @@ def _buffer(obj: Any) -> Optional[memoryview]:
         return None
 
 
-def _times_bytes(times: Any) -> bytes:
+# The native side reads a 1-D memoryview of 8-byte native items a chunk at a time (no copy
+# of the whole trace); anything else is converted into an `array` first.
+
+
+def _times_column(times: Any) -> memoryview:
     try:
         m = _buffer(times)
     except TypeError as e:
@@ -33,15 +37,15 @@ def _times_bytes(times: Any) -> bytes:
         if m.ndim != 1:
             raise ValueError(f"times must be one-dimensional, got {m.ndim} dimensions")
         if m.format in _NATIVE_F64 and m.itemsize == 8:
-            return m.tobytes()
+            return m
         times = m.tolist()
     try:
-        return array("d", times).tobytes()
+        return memoryview(array("d", times))
     except TypeError as e:
         raise TypeError(f"times must be a sequence or buffer of float seconds: {e}") from None
 
 
-def _costs_bytes(costs: Any) -> bytes:
+def _costs_column(costs: Any) -> memoryview:
     try:
         m = _buffer(costs)
     except TypeError as e:
@@ -50,10 +54,10 @@ def _costs_bytes(costs: Any) -> bytes:
         if m.ndim != 1:
             raise ValueError(f"costs must be one-dimensional, got {m.ndim} dimensions")
         if m.itemsize == 8 and m.format in _NATIVE_U64:
-            return m.tobytes()
+            return m
         costs = m.tolist()
     try:
-        return array("Q", costs).tobytes()
+        return memoryview(array("Q", costs))
     except OverflowError:
         bad = next((c for c in costs if not 0 <= c < 2**64), None)
         raise ValueError(
@@ -157,8 +161,9 @@ def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
 
     ``times``: any sequence of numbers or any 1-D buffer (``array('d')``, a numpy array —
     float64 is read without conversion). ``costs``: ``None`` (all 1) or a sequence / 1-D
-    buffer of non-negative ints. The GIL is released for traces of 4096 events or more.
+    buffer of non-negative ints. The GIL is released for traces of 4096 events or more (a
+    chunk of 32768 events at a time): the trace must not change during the call.
     """
-    tb = _times_bytes(times)
-    cb = None if costs is None else _costs_bytes(costs)
-    return ReplayResult(*_weir._replay(limiter, tb, cb))
+    tc = _times_column(times)
+    cc = None if costs is None else _costs_column(costs)
+    return ReplayResult(*_weir._replay(limiter, tc, cc))
