@@ -452,7 +452,7 @@ impl Limiter<TokenBucketConfig> {
 
     /// The lean form of [`Limiter::acquire`]: the same step and state change, returning
     /// only the fill level ([`Granted`]; `remaining` and `reset_after` on demand) or the
-    /// denial. See the [module docs](self#lean-path-sharedtokenbucketcheck-tokenbucketcheck-try_acquire).
+    /// denial. See the [module docs](self) ("Lean path").
     #[inline]
     pub fn check(&mut self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
         let c = &self.algorithm;
@@ -602,7 +602,7 @@ impl SharedTokenBucket {
 
     /// The lean form of [`SharedTokenBucket::acquire`]: the same step and state change,
     /// returning only the fill level ([`Granted`]; `remaining` and `reset_after` on demand)
-    /// or the denial. See the [module docs](self#lean-path-sharedtokenbucketcheck-tokenbucketcheck-try_acquire).
+    /// or the denial. See the [module docs](self) ("Lean path").
     #[inline]
     pub fn check(&self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
         let c = &self.config;
