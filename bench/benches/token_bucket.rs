@@ -2,6 +2,13 @@
 //! governor 0.10 `check()` (default quanta clock, and its fake clock), ratelimit 2
 //! `try_wait`, with the uncontended CAS loop (the floor) first.
 //!
+//! Rows: `weir_*_manual` call `acquire` (the full `Decision`: `remaining`, `reset_after`);
+//! `weir_tb_*_check_manual_clock` call the lean `check` (same step, returns only the fill
+//! level as `Granted`, 8 bytes); `weir_tb_*_try_acquire_manual_clock` call `try_acquire`
+//! (a `bool`, what governor's `check()` answers minus its `NotUntil`). The new rows, like
+//! the floor row, leave the result to criterion's own `black_box` (the older rows wrap it
+//! in a second one, a store and reload more per call).
+//!
 //! Workload: every call is admitted (no row measures a rejection path).
 //! - weir: 3 per second, burst 1000, `now` advanced by 333 333 333 ns per call (a local
 //!   add: weir takes the instant as an argument), so the bucket stays near full.
@@ -48,6 +55,42 @@ fn token_bucket(c: &mut Criterion) {
         b.iter(|| {
             now += 333_333_333;
             black_box(shared.acquire(Nanos(black_box(now)), 1))
+        })
+    });
+
+    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_tb_single_check_manual_clock", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            tb.check(Nanos(black_box(now)), 1)
+        })
+    });
+
+    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_tb_shared_check_manual_clock", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            shared.check(Nanos(black_box(now)), 1)
+        })
+    });
+
+    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_tb_single_try_acquire_manual_clock", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            tb.try_acquire(Nanos(black_box(now)), 1)
+        })
+    });
+
+    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
+    let mut now = 0u64;
+    g.bench_function("weir_tb_shared_try_acquire_manual_clock", |b| {
+        b.iter(|| {
+            now += 333_333_333;
+            shared.try_acquire(Nanos(black_box(now)), 1)
         })
     });
 

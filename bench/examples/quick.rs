@@ -2,8 +2,9 @@
 //! `perf stat -e task-clock:u target/release/examples/quick <row>` runs 20 M iterations of
 //! one row (`cas`, `load`, `semaphore`, `tokio_semaphore`, `breaker_shared`,
 //! `breaker_shared_rate`, `breaker_single`, `budget_deposit`, `budget_withdraw`,
-//! `budget_single_withdraw`, `deadline`, `tb_single`, `tb_shared` (the `token_bucket`
-//! suite's workloads), `std_clock`, `quanta_raw`, `governor_check`, `tb_shared_std_clock`,
+//! `budget_single_withdraw`, `deadline`, `tb_single`, `tb_shared`, `tb_single_check`,
+//! `tb_shared_check`, `tb_single_try`, `tb_shared_try` (the `token_bucket` suite's
+//! workloads), `std_clock`, `quanta_raw`, `governor_check`, `tb_shared_std_clock`,
 //! `tb_single_std_clock`, `quanta_clock`, `tb_shared_quanta_clock`,
 //! `tb_single_quanta_clock`); task-clock counts only the time the process was on a CPU.
 //! Without clock reads, the rows are deterministic: `valgrind --tool=callgrind` gives their
@@ -119,6 +120,38 @@ fn main() {
             for _ in 0..n {
                 t += 333_333_333;
                 let _ = black_box(tb.acquire(Nanos(black_box(t)), 1));
+            }
+        }
+        "tb_single_check" => {
+            let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                let _ = black_box(tb.check(Nanos(black_box(t)), 1));
+            }
+        }
+        "tb_shared_check" => {
+            let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                let _ = black_box(tb.check(Nanos(black_box(t)), 1));
+            }
+        }
+        "tb_single_try" => {
+            let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                black_box(tb.try_acquire(Nanos(black_box(t)), 1));
+            }
+        }
+        "tb_shared_try" => {
+            let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
+            let mut t = 0u64;
+            for _ in 0..n {
+                t += 333_333_333;
+                black_box(tb.try_acquire(Nanos(black_box(t)), 1));
             }
         }
         "tb_shared" => {

@@ -10,11 +10,18 @@
 //! - a clock read earlier than the latest seen never shows more tokens than the latest;
 //! - reconfiguration carries the tokens in use (rounded up, capped at the new burst);
 //! - the shared form returns identical decisions while every instant is within its
-//!   documented horizon, and never panics beyond it.
+//!   documented horizon, and never panics beyond it;
+//! - the lean path (`check`, `try_acquire`) of both forms, run on copies fed the same
+//!   operations, gives `acquire`'s verdicts and figures (`Granted` / `Denied`) and leaves
+//!   the same state, everywhere (beyond the horizon too: the shared copies are compared
+//!   with the shared `acquire`).
 
 use crate::num::{N, Tick};
 use arbitrary::Arbitrary;
-use weir_core::{Decision, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket, Verdict};
+use weir_core::{
+    Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket,
+    TokenBucketConfig, Verdict,
+};
 
 /// A configuration and an operation sequence.
 #[derive(Debug, Arbitrary)]
@@ -209,6 +216,29 @@ fn check_tight(tb: &TokenBucket, now: u64, cost: u64, d: &Decision) {
     }
 }
 
+/// The lean answer says what `acquire` said.
+fn lean_agrees(
+    cfg: &TokenBucketConfig,
+    full: &Result<Decision, InsufficientCapacity>,
+    lean: &Result<Granted, Denied>,
+    what: &str,
+) {
+    match (full, lean) {
+        (Ok(d), Ok(g)) => {
+            assert_eq!(d.verdict, Verdict::Admit, "{what}");
+            assert_eq!(g.decision(cfg), *d, "{what}");
+            assert_eq!(g.remaining(cfg), d.remaining, "{what}");
+            assert_eq!(g.reset_after(cfg), d.reset_after, "{what}");
+        }
+        (Ok(d), Err(Denied::RetryAfter(r))) => {
+            assert_eq!(d.verdict, Verdict::Reject, "{what}");
+            assert_eq!(*r, d.retry_after, "{what}");
+        }
+        (Err(e), Err(Denied::InsufficientCapacity(l))) => assert_eq!(e, l, "{what}"),
+        _ => panic!("{what}: acquire {full:?} vs check {lean:?}"),
+    }
+}
+
 /// Runs one input.
 pub fn check(input: Input) {
     let Ok(mut tb) = TokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0) else {
@@ -218,6 +248,12 @@ pub fn check(input: Input) {
     let mut shared =
         SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
     let mut model = Model::new(input.rate.0, input.per.0, input.burst.0);
+    // Copies driven through the lean path (`check`) and `try_acquire`.
+    let (mut tb_check, mut tb_try) = (tb.clone(), tb.clone());
+    let mut sh_check =
+        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut sh_try =
+        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
     let mut horizon = shared.config().horizon().0;
     let (mut now, mut latest) = (0u64, 0u64);
     for op in input.ops.into_iter().take(256) {
@@ -241,6 +277,21 @@ pub fn check(input: Input) {
                     model.decide(now, cost).0
                 };
                 assert_eq!(d, m, "single-owner vs model at {now}, cost {cost}");
+                if acquire {
+                    let at = Nanos(now);
+                    let l = tb_check.check(at, cost);
+                    lean_agrees(tb.algorithm(), &d, &l, "single-owner check");
+                    let admitted = d.is_ok_and(|d| d.is_allowed());
+                    assert_eq!(tb_try.try_acquire(at, cost), admitted);
+                    assert_eq!(tb_check.state(), tb.state());
+                    assert_eq!(tb_try.state(), tb.state());
+                    let l = sh_check.check(at, cost);
+                    lean_agrees(shared.config(), &s, &l, "shared check");
+                    let admitted = s.is_ok_and(|d| d.is_allowed());
+                    assert_eq!(sh_try.try_acquire(at, cost), admitted);
+                    assert_eq!(sh_check.raw_state(), shared.raw_state());
+                    assert_eq!(sh_try.raw_state(), shared.raw_state());
+                }
                 if exact {
                     assert_eq!(d, s, "shared vs single-owner at {now}, cost {cost}");
                 }
@@ -266,6 +317,10 @@ pub fn check(input: Input) {
             Op::Refund(N(n)) => {
                 tb.refund(Nanos(now), n);
                 shared.refund(Nanos(now), n);
+                tb_check.refund(Nanos(now), n);
+                tb_try.refund(Nanos(now), n);
+                sh_check.refund(Nanos(now), n);
+                sh_try.refund(Nanos(now), n);
                 model.refund(now, n);
                 assert!(tb.peek(Nanos(now), 0).unwrap().remaining <= tb.algorithm().burst());
             }
@@ -280,6 +335,13 @@ pub fn check(input: Input) {
                 assert_eq!(r.is_ok(), rs.is_ok());
                 if r.is_err() {
                     continue;
+                }
+                let (at, r, p, b) = (Nanos(now), rate.0, Nanos(per.0), burst.0);
+                for copy in [&mut tb_check, &mut tb_try] {
+                    copy.reconfigure(at, r, p, b).unwrap();
+                }
+                for copy in [&mut sh_check, &mut sh_try] {
+                    copy.reconfigure(at, r, p, b).unwrap();
                 }
                 // tokens in use carry over: ahead_new / t_new ∈ [used, used + 1 unit)
                 let new = Model::new(rate.0, per.0, burst.0);

@@ -26,6 +26,10 @@
 //! | sliding log | [`SlidingLog`] | — | exact, `N` entries inline |
 //! | bounded keyed state | [`KeyedLimiter`] (any [`Algorithm`]) | [`KeyedTokenBuckets`] (16 B/key) | evicts only fresh-equivalent state; overflow limiter |
 //!
+//! The token bucket also has a lean path for callers that only branch on the verdict:
+//! `check` ([`Granted`]: the fill level, with `remaining` / `reset_after` computed on
+//! demand; [`Denied`]) and `try_acquire` (`bool`), the same step as `acquire`.
+//!
 //! All answer a [`Decision`] (verdict, `remaining`, `retry_after`, `reset_after`) and
 //! implement [`RateLimiter`] or [`SharedRateLimiter`]; bad parameters are a
 //! [`ConfigError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
@@ -86,7 +90,7 @@ pub use time::QuantaClock;
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
-pub use token_bucket::{SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use token_bucket::{Denied, Granted, SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use window::{
     FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
     SlidingWindowConfig,

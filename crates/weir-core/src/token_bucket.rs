@@ -63,6 +63,18 @@
 //! their numerators are below 2^62 by construction, so the hardware-division fallback and
 //! its panic path are not compiled into the admitted path).
 //!
+//! # Lean path: [`SharedTokenBucket::check`], [`TokenBucket::check`], `try_acquire`
+//! [`acquire`](SharedTokenBucket::acquire) computes the whole [`Decision`] on every call:
+//! `remaining` and `reset_after` cost two multiply-shift divisions and their fix-ups, and the
+//! `Result<Decision, _>` is 40 bytes. Most callers only branch on the verdict. `check`
+//! applies the *same* step (same state changes, same verdicts, bit for bit) and returns
+//! [`Granted`] — the bucket's fill level right after, 8 bytes — from which
+//! [`Granted::remaining`], [`Granted::reset_after`] and [`Granted::decision`] compute
+//! `acquire`'s figures on demand, exactly; a denial is [`Denied`] (`retry_after`, exact, or
+//! the cost exceeds the burst). `try_acquire` is `check(..).is_ok()` without building even
+//! that. The admitted path is then: the `now·k` multiply, one load, a compare, an add and the
+//! CAS (shared) or store (single-owner).
+//!
 //! ```
 //! use weir_core::{Nanos, TokenBucket, Verdict};
 //! let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 3).unwrap();
@@ -229,6 +241,57 @@ impl TokenBucketConfig {
         }
     }
 
+    /// The denial for `cost` (already checked) when it does not fit at `ahead`: the exact
+    /// `retry_after` of [`TokenBucketConfig::rejected`].
+    #[cold]
+    #[inline(never)]
+    fn denied(&self, ahead: u128, cost: u64) -> Denied {
+        let inc = cost * self.t.divisor();
+        let wait = ahead
+            .saturating_add(inc as u128)
+            .saturating_sub(self.w as u128);
+        Denied::RetryAfter(Nanos(self.k.div_ceil_wide(wait)))
+    }
+
+    /// The denial for a cost above the burst.
+    #[cold]
+    #[inline(never)]
+    fn too_costly(&self, cost: u64) -> Denied {
+        Denied::InsufficientCapacity(InsufficientCapacity {
+            cost,
+            capacity: self.burst,
+        })
+    }
+
+    /// The lean single-owner step: `Ok(new ahead)` (state written unless `cost == 0`) or
+    /// `Err(ahead)` (state untouched). `cost ≤ burst` is checked by the caller. Exactly the
+    /// state change of [`Algorithm::acquire_state`].
+    #[inline(always)]
+    fn step_single(
+        &self,
+        state: &mut TokenBucketState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<u64, u128> {
+        // `max(TAT, now) + inc ≤ now + W` ⟺ `TAT ≤ now + (W − inc)` (for a TAT in the
+        // past the left side is `now + inc ≤ now + W`): one wide compare, no saturating
+        // subtraction. No overflow: `now·k ≤ (2^64 − 1)^2 = 2^128 − 2^65 + 1` and
+        // `W ≤ 2^62`.
+        let now_u = self.now_units(now);
+        let inc = cost * self.t.divisor(); // ≤ w: cost ≤ burst
+        if state.0 <= now_u + (self.w - inc) as u128 {
+            let base = if state.0 > now_u { state.0 } else { now_u };
+            let new = base + inc as u128;
+            if cost != 0 {
+                state.0 = new;
+            }
+            // new − now_u ≤ W < 2^63: the low words suffice.
+            Ok((new as u64).wrapping_sub(now_u as u64))
+        } else {
+            Err(state.0 - now_u)
+        }
+    }
+
     /// The pure GCRA step: the new `ahead` when `cost` (already checked) fits, `None` when
     /// it does not. Kept minimal: it sits between the load and the CAS of the shared form.
     #[inline(always)]
@@ -387,6 +450,29 @@ impl Limiter<TokenBucketConfig> {
         }
     }
 
+    /// The lean form of [`Limiter::acquire`]: the same step and state change, returning
+    /// only the fill level ([`Granted`]; `remaining` and `reset_after` on demand) or the
+    /// denial. See the [module docs](self) ("Lean path").
+    #[inline]
+    pub fn check(&mut self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
+        let c = &self.algorithm;
+        if cost > c.burst {
+            return Err(c.too_costly(cost));
+        }
+        match c.step_single(&mut self.state, now, cost) {
+            Ok(ahead) => Ok(Granted { ahead }),
+            Err(ahead) => Err(c.denied(ahead, cost)),
+        }
+    }
+
+    /// True iff [`Limiter::acquire`] would admit `cost` at `now`; consumes it when true
+    /// (the same state change). A cost above the burst is `false`.
+    #[inline]
+    pub fn try_acquire(&mut self, now: Nanos, cost: u64) -> bool {
+        let c = &self.algorithm;
+        cost <= c.burst && c.step_single(&mut self.state, now, cost).is_ok()
+    }
+
     /// Gives back up to `n` tokens (e.g. for a request that was not sent), never beyond full.
     pub fn refund(&mut self, now: Nanos, n: u64) {
         let now_u = self.algorithm.now_units(now);
@@ -476,6 +562,66 @@ impl SharedTokenBucket {
         }
     }
 
+    /// The lean shared step: `Ok(new ahead)` (CAS applied unless `cost == 0`) or
+    /// `Err(ahead)` (nothing written). `cost ≤ burst` is checked by the caller.
+    #[inline(always)]
+    fn step(&self, now: Nanos, cost: u64) -> Result<u64, u64> {
+        let c = &self.config;
+        let now_u = c.now_units_wrapping(now);
+        let inc = cost * c.t.divisor(); // ≤ w: cost ≤ burst
+        let limit = c.w - inc;
+        // The new word from a TAT in the past; computed off the load → CAS chain.
+        let from_now = now_u.wrapping_add(inc);
+        let mut s = self.tat.load(Ordering::Relaxed);
+        loop {
+            let d = s.wrapping_sub(now_u);
+            // `d < 2^63`: the TAT is `d` units ahead; otherwise in the past (ahead 0),
+            // which always fits (`0 ≤ limit`).
+            let ahead_now = d < HALF;
+            if ahead_now && d > limit {
+                return Err(d);
+            }
+            // On the chain from the load: one subtract (flags) and one select.
+            let new = if ahead_now {
+                s.wrapping_add(inc)
+            } else {
+                from_now
+            };
+            if cost == 0 {
+                return Ok(new.wrapping_sub(now_u));
+            }
+            match self
+                .tat
+                .compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(new.wrapping_sub(now_u)),
+                Err(cur) => s = cur,
+            }
+        }
+    }
+
+    /// The lean form of [`SharedTokenBucket::acquire`]: the same step and state change,
+    /// returning only the fill level ([`Granted`]; `remaining` and `reset_after` on demand)
+    /// or the denial. See the [module docs](self) ("Lean path").
+    #[inline]
+    pub fn check(&self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
+        let c = &self.config;
+        if cost > c.burst {
+            return Err(c.too_costly(cost));
+        }
+        match self.step(now, cost) {
+            Ok(ahead) => Ok(Granted { ahead }),
+            Err(ahead) => Err(c.denied(ahead as u128, cost)),
+        }
+    }
+
+    /// True iff [`SharedTokenBucket::acquire`] would admit `cost` at `now`; consumes it
+    /// when true (the same state change). A cost above the burst is `false`.
+    #[inline]
+    pub fn try_acquire(&self, now: Nanos, cost: u64) -> bool {
+        cost <= self.config.burst && self.step(now, cost).is_ok()
+    }
+
     /// The decision [`SharedTokenBucket::acquire`] would return now, consuming nothing.
     pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
         let c = &self.config;
@@ -557,6 +703,64 @@ impl SharedRateLimiter for SharedTokenBucket {
     }
     fn capacity(&self) -> u64 {
         self.config.burst
+    }
+}
+
+/// An admission by the lean path ([`SharedTokenBucket::check`], [`TokenBucket::check`]):
+/// how far the bucket's TAT is ahead of `now` right after (in units of `1/k` ns, at most
+/// `burst · T`). `remaining` and `reset_after` are computed from it on demand, exactly as
+/// `acquire` would have; pass the configuration of the bucket that granted it (another
+/// configuration gives meaningless but non-panicking figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Granted {
+    ahead: u64,
+}
+
+impl Granted {
+    /// Units the TAT is ahead of `now` after the admission (0: the bucket is full).
+    pub const fn ahead_units(self) -> u64 {
+        self.ahead
+    }
+    /// [`Decision::remaining`] of the equivalent `acquire`.
+    #[inline]
+    pub fn remaining(self, config: &TokenBucketConfig) -> u64 {
+        config.levels(self.ahead as u128).0
+    }
+    /// [`Decision::reset_after`] of the equivalent `acquire`.
+    #[inline]
+    pub fn reset_after(self, config: &TokenBucketConfig) -> Nanos {
+        config.levels(self.ahead as u128).1
+    }
+    /// The whole [`Decision`] the equivalent `acquire` returns.
+    pub fn decision(self, config: &TokenBucketConfig) -> Decision {
+        let (remaining, reset_after) = config.levels(self.ahead as u128);
+        Decision {
+            verdict: Verdict::Admit,
+            remaining,
+            retry_after: Nanos::ZERO,
+            reset_after,
+        }
+    }
+}
+
+/// A denial by the lean path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Denied {
+    /// The cost does not fit now; it fits after this long (rounded up to whole ns,
+    /// saturating at [`Nanos::MAX`]) unless something else consumes meanwhile: the
+    /// `retry_after` of the equivalent `acquire`. Nothing was consumed.
+    RetryAfter(Nanos),
+    /// The cost exceeds the burst: it never fits (`acquire`'s error).
+    InsufficientCapacity(InsufficientCapacity),
+}
+
+impl Denied {
+    /// The wait before retrying; [`Nanos::MAX`] for [`Denied::InsufficientCapacity`].
+    pub const fn retry_after(self) -> Nanos {
+        match self {
+            Denied::RetryAfter(d) => d,
+            Denied::InsufficientCapacity(_) => Nanos::MAX,
+        }
     }
 }
 

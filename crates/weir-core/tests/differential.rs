@@ -11,8 +11,9 @@ use weir_core::reference::{
     FixedWindowModel, NginxModel, RationalGcra, SlidingCounterModel, SlidingLogModel,
 };
 use weir_core::{
-    Decision, FixedWindow, LeakyBucket, Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket,
-    SharedSlidingWindow, SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, Verdict,
+    Decision, Denied, FixedWindow, Granted, InsufficientCapacity, LeakyBucket, Nanos, RateLimiter,
+    SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow, SharedTokenBucket, SlidingLog,
+    SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
 };
 
 const S: u64 = 1_000_000_000;
@@ -93,8 +94,136 @@ fn tb_params() -> impl Strategy<Value = (u64, u64, u64)> {
     )
 }
 
+/// Token-bucket parameters up to the `u64` extremes (configurations beyond the window
+/// bound are rejected by `new` and skipped).
+fn tb_params_extreme() -> impl Strategy<Value = (u64, u64, u64)> {
+    (
+        prop_oneof![
+            1..10u64,
+            Just(3),
+            Just(1_000_000_007),
+            Just(u64::MAX),
+            any::<u64>()
+        ],
+        prop_oneof![Just(S), 1..3 * S, 1..1000u64, Just(u64::MAX), any::<u64>()],
+        prop_oneof![1..8u64, Just(1u64 << 20), any::<u64>()],
+    )
+}
+
+/// The lean path's answer says what `acquire`'s does: same verdict, `Granted` rebuilds the
+/// admitted decision exactly, `Denied` carries the same `retry_after` or the same error.
+fn lean_agrees(
+    cfg: &TokenBucketConfig,
+    full: Result<Decision, InsufficientCapacity>,
+    lean: Result<Granted, Denied>,
+) -> Result<(), TestCaseError> {
+    match (full, lean) {
+        (Ok(d), Ok(g)) => {
+            prop_assert_eq!(d.verdict, Verdict::Admit);
+            prop_assert_eq!(g.decision(cfg), d);
+            prop_assert_eq!(g.remaining(cfg), d.remaining);
+            prop_assert_eq!(g.reset_after(cfg), d.reset_after);
+        }
+        (Ok(d), Err(Denied::RetryAfter(r))) => {
+            prop_assert_eq!(d.verdict, Verdict::Reject);
+            prop_assert_eq!(r, d.retry_after);
+        }
+        (Err(e), Err(Denied::InsufficientCapacity(l))) => prop_assert_eq!(e, l),
+        (full, lean) => prop_assert!(false, "acquire {:?} vs check {:?}", full, lean),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The lean single-owner path (`check`, `try_acquire`) == `acquire` == the rational
+    /// model, on any sequence incl. clock rewinds, u64 instants and u64 parameters: same
+    /// verdicts, same state after every step (so it never over-admits where `acquire`
+    /// does not), and `Granted` / `Denied` carry `acquire`'s figures exactly.
+    #[test]
+    fn token_bucket_lean_equals_acquire((rate, per, burst) in tb_params_extreme(), ops in ops(S, 8, true)) {
+        let Ok(mut full) = TokenBucket::new(rate, Nanos(per), burst) else { return Ok(()); };
+        let (mut lean, mut boolean) = (full.clone(), full.clone());
+        // The model's u128 products (not in lowest terms) stay in range for these.
+        let mut m = (rate < 1 << 31 && per < 1 << 34 && burst < 1 << 20)
+            .then(|| RationalGcra::new(rate, per, burst));
+        let mut now = 0u64;
+        for op in &ops {
+            now = apply_time(now, op);
+            match *op {
+                Op::Acquire(c) | Op::Peek(c) => {
+                    // Peek ops: probe the cost range edge (above the burst) too.
+                    let c = if matches!(op, Op::Peek(_)) { c.saturating_mul(burst) } else { c };
+                    let d = full.acquire(Nanos(now), c);
+                    if let Some(m) = m.as_mut() {
+                        prop_assert_eq!(d, m.acquire(now, c));
+                    }
+                    let l = lean.check(Nanos(now), c);
+                    lean_agrees(full.algorithm(), d, l)?;
+                    prop_assert_eq!(boolean.try_acquire(Nanos(now), c), d.is_ok_and(|d| d.is_allowed()));
+                    prop_assert_eq!(lean.state(), full.state());
+                    prop_assert_eq!(boolean.state(), full.state());
+                }
+                Op::Refund(n) => {
+                    full.refund(Nanos(now), n);
+                    lean.refund(Nanos(now), n);
+                    boolean.refund(Nanos(now), n);
+                    if let Some(m) = m.as_mut() {
+                        m.refund(now, n);
+                    }
+                }
+                Op::Reconfigure(r, p, b) => {
+                    for tb in [&mut full, &mut lean, &mut boolean] {
+                        tb.reconfigure(Nanos(now), r, Nanos(p), b).unwrap();
+                    }
+                    if let Some(m) = m.as_mut() {
+                        m.reconfigure(now, r, p, b);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The lean shared path == the shared `acquire`, bit for bit (verdicts, figures and the
+    /// state word), on any sequence, within the horizon or beyond it; and == the
+    /// single-owner form while every instant is within the horizon.
+    #[test]
+    fn shared_token_bucket_lean_equals_acquire((rate, per, burst) in tb_params_extreme(), ops in ops(S, 8, true)) {
+        let Ok(full) = SharedTokenBucket::new(rate, Nanos(per), burst) else { return Ok(()); };
+        let (lean, boolean) = (SharedTokenBucket::new(rate, Nanos(per), burst).unwrap(), SharedTokenBucket::new(rate, Nanos(per), burst).unwrap());
+        let mut single = TokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let horizon = full.config().horizon().0;
+        let (mut now, mut latest) = (0u64, 0u64);
+        for op in &ops {
+            now = apply_time(now, op);
+            latest = latest.max(now);
+            match *op {
+                Op::Acquire(c) | Op::Peek(c) => {
+                    let c = if matches!(op, Op::Peek(_)) { c.saturating_mul(burst) } else { c };
+                    let d = full.acquire(Nanos(now), c);
+                    let l = lean.check(Nanos(now), c);
+                    lean_agrees(full.config(), d, l)?;
+                    prop_assert_eq!(boolean.try_acquire(Nanos(now), c), d.is_ok_and(|d| d.is_allowed()));
+                    prop_assert_eq!(lean.raw_state(), full.raw_state());
+                    prop_assert_eq!(boolean.raw_state(), full.raw_state());
+                    let s = single.check(Nanos(now), c);
+                    if latest <= horizon {
+                        prop_assert_eq!(s, l);
+                    }
+                }
+                Op::Refund(n) => {
+                    for b in [&full, &lean, &boolean] {
+                        b.refund(Nanos(now), n);
+                    }
+                    single.refund(Nanos(now), n);
+                }
+                // Reconfiguration is covered by the acquire tests (same state word).
+                _ => {}
+            }
+        }
+    }
 
     /// Single-owner token bucket == exact rational GCRA, on any sequence incl. u64 extremes.
     #[test]

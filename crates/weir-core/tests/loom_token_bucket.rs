@@ -2,7 +2,10 @@
 //! `LOOM_MAX_PREEMPTIONS`, 2 in `cargo xtask test`), concurrent acquire / refund / peek are
 //! linearizable against the single-owner [`TokenBucket`]: the decisions the threads got, and
 //! the final state word, are those of the single-owner form applied in some sequential order.
-//! That implies the bucket never over-admits and no update is lost.
+//! That implies the bucket never over-admits and no update is lost. The lean path
+//! (`check`, `try_acquire`) is modelled the same way, racing `acquire` and itself, against
+//! the single-owner form's `check` / `try_acquire` (its answers normalised to a
+//! `Decision`-shaped value so one result type serves every op).
 #![cfg(weir_loom)]
 
 mod loom_common;
@@ -10,19 +13,57 @@ mod loom_common;
 use loom::sync::Arc;
 use loom::thread;
 use loom_common::assert_linearizable;
-use weir_core::{Decision, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket};
+use weir_core::{
+    Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket,
+    TokenBucketConfig, Verdict,
+};
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Acquire(u64, u64),
     Peek(u64, u64),
     Refund(u64, u64),
+    /// The lean `check`.
+    Check(u64, u64),
+    /// The lean `try_acquire`.
+    Try(u64, u64),
 }
 
 type Res = Option<Result<Decision, InsufficientCapacity>>;
 
+/// A lean answer as a `Res`: the admitted decision rebuilt from `Granted`; a denial as a
+/// reject carrying only `retry_after`.
+fn lean(cfg: &TokenBucketConfig, r: Result<Granted, Denied>) -> Res {
+    Some(match r {
+        Ok(g) => Ok(g.decision(cfg)),
+        Err(Denied::RetryAfter(retry_after)) => Ok(Decision {
+            verdict: Verdict::Reject,
+            remaining: 0,
+            retry_after,
+            reset_after: Nanos::ZERO,
+        }),
+        Err(Denied::InsufficientCapacity(e)) => Err(e),
+    })
+}
+
+/// `try_acquire`'s answer as a `Res`.
+fn boolean(admitted: bool) -> Res {
+    Some(Ok(Decision {
+        verdict: if admitted {
+            Verdict::Admit
+        } else {
+            Verdict::Reject
+        },
+        remaining: 0,
+        retry_after: Nanos::ZERO,
+        reset_after: Nanos::ZERO,
+    }))
+}
+
 fn shared(b: &SharedTokenBucket, op: Op) -> Res {
     match op {
+        Op::Check(now, cost) => lean(b.config(), b.check(Nanos(now), cost)),
+        Op::Try(now, cost) => boolean(b.try_acquire(Nanos(now), cost)),
         Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
         Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
         Op::Refund(now, n) => {
@@ -34,6 +75,11 @@ fn shared(b: &SharedTokenBucket, op: Op) -> Res {
 
 fn single(b: &mut TokenBucket, op: Op) -> Res {
     match op {
+        Op::Check(now, cost) => {
+            let cfg = *b.algorithm();
+            lean(&cfg, b.check(Nanos(now), cost))
+        }
+        Op::Try(now, cost) => boolean(b.try_acquire(Nanos(now), cost)),
         Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
         Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
         Op::Refund(now, n) => {
@@ -123,5 +169,35 @@ fn zero_cost_and_insufficient_capacity_do_not_write() {
         2,
         &[Op::Acquire(0, 1)],
         &[Op::Acquire(0, 0), Op::Acquire(0, 3), Op::Acquire(0, 1)],
+    );
+}
+
+#[test]
+fn lean_check_and_try_acquire_race_acquire() {
+    // burst 2, one token used: exactly one of the three gets the last one, whichever path
+    // it takes; the others see the same wait as acquire would report.
+    model(
+        3,
+        1_000,
+        2,
+        &[Op::Acquire(0, 1)],
+        &[Op::Check(0, 1), Op::Try(0, 1), Op::Acquire(0, 1)],
+    );
+}
+
+#[test]
+fn lean_paths_with_rewind_and_zero_cost() {
+    // A thread behind the others, a cost-0 check (never writes) and a cost above the burst.
+    model(
+        3,
+        1_000,
+        3,
+        &[Op::Check(0, 2)],
+        &[
+            Op::Check(400, 2),
+            Op::Try(0, 1),
+            Op::Check(1_000, 0),
+            Op::Try(0, 4),
+        ],
     );
 }
