@@ -19,6 +19,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 use bytes::Bytes;
+use http::HeaderName;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::HttpPeer;
 use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
@@ -321,10 +322,10 @@ impl Weir {
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
         for name in hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request)) {
-            upstream_request.remove_header(name.as_str());
+            upstream_request.remove_header(&name);
         }
         if let Some(a) = &ctx.attempt {
-            if !upstream_request.headers.contains_key("host") {
+            if !upstream_request.headers.contains_key(http::header::HOST) {
                 // A request without Host (HTTP/1.0, or 1.1 from a lax client) gets the
                 // endpoint's authority, as on weir-gateway.
                 upstream_request.insert_header("host", a.endpoint.to_string())?;
@@ -354,7 +355,7 @@ impl Weir {
             return Ok(());
         }
         for name in hop_by_hop(&upstream_response.headers, status == 101) {
-            upstream_response.remove_header(name.as_str());
+            upstream_response.remove_header(&name);
         }
         let Some(flow) = ctx.flow() else {
             return Ok(());
@@ -563,15 +564,21 @@ fn is_framing_error(e: &Error) -> bool {
 /// Hop-by-hop header fields never forwarded (RFC 9110 §7.6.1), besides those a `Connection`
 /// header names. `Connection` and `Transfer-Encoding` themselves are Pingora's: it writes
 /// them for each hop from the framing and keep-alive state it actually uses.
-const HOP_BY_HOP: [&str; 5] = ["keep-alive", "proxy-connection", "te", "trailer", "upgrade"];
+static HOP_BY_HOP: [HeaderName; 5] = [
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::UPGRADE,
+];
 
 /// A request asking for a protocol switch (`Connection: upgrade` + `Upgrade`), which Pingora
 /// proxies as a tunnel: its `Connection`/`Upgrade` headers must reach the upstream.
 fn is_upgrade(req: &RequestHeader) -> bool {
-    req.headers.contains_key("upgrade")
+    req.headers.contains_key(http::header::UPGRADE)
         && req
             .headers
-            .get_all("connection")
+            .get_all(http::header::CONNECTION)
             .iter()
             .any(|v| has_token(v.as_bytes(), "upgrade"))
 }
@@ -581,22 +588,37 @@ fn has_token(list: &[u8], token: &str) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
-/// The header fields not to forward: hop-by-hop ones and those named in `Connection` (never
-/// `Host`). `upgrade`: keep `Connection` and `Upgrade` for a protocol switch.
-fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<String> {
-    let mut names: Vec<String> = headers
-        .get_all("connection")
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .filter_map(|t| core::str::from_utf8(t.trim_ascii()).ok())
-        .map(str::to_ascii_lowercase)
-        .filter(|t| !t.is_empty() && t != "host")
-        .collect();
-    names.extend(HOP_BY_HOP.iter().map(|h| (*h).to_owned()));
-    names.push("connection".to_owned());
-    if upgrade {
-        names.retain(|n| n != "connection" && n != "upgrade");
+/// The header fields present in `headers` not to forward: hop-by-hop ones and those named in
+/// `Connection` (never `Host`). `upgrade`: keep `Connection` and `Upgrade` for a protocol
+/// switch. Allocates nothing when there is nothing to remove (the common case).
+fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
+    let mut names: Vec<HeaderName> = Vec::new();
+    for v in headers.get_all(http::header::CONNECTION) {
+        for t in v.as_bytes().split(|b| *b == b',') {
+            let t = t.trim_ascii();
+            if t.is_empty() {
+                continue;
+            }
+            // Header names are case-insensitive: `from_bytes` lowercases.
+            let Ok(name) = HeaderName::from_bytes(t) else {
+                continue;
+            };
+            let keep = name == http::header::HOST
+                || (upgrade && (name == http::header::UPGRADE || name == http::header::CONNECTION));
+            if !keep {
+                names.push(name);
+            }
+        }
     }
+    for h in &HOP_BY_HOP {
+        if headers.contains_key(h) && !(upgrade && *h == http::header::UPGRADE) {
+            names.push(h.clone());
+        }
+    }
+    if !upgrade && headers.contains_key(http::header::CONNECTION) {
+        names.push(http::header::CONNECTION);
+    }
+    names.retain(|n| headers.contains_key(n));
     names
 }
 

@@ -117,6 +117,11 @@ impl AccessLog {
         })
     }
 
+    /// Whether records are written at all (`[log] access = "off"`: no).
+    pub(crate) fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
     pub(crate) fn write(&self, rec: &Record) {
         let Some(tx) = &self.tx else { return };
         let Ok(line) = serde_json::to_string(rec) else {

@@ -115,7 +115,7 @@ pub(crate) fn build(
     dh.write(&buf);
     Ok(Descriptor {
         table_hash: th.finish(),
-        digest: format!("{:032x}", dh.finish128().as_u128()),
+        digest: push_hex(String::with_capacity(32), dh.finish128().as_u128(), 32),
     })
 }
 
@@ -188,5 +188,39 @@ mod tests {
             build(&p, "r", "GET", &(), Some(ip), (0, 0)),
             Err(DescriptorError::TooLong)
         );
+    }
+}
+
+/// Appends the low `digits` hex digits of `v` (lowercase, zero-padded) to `out`: what
+/// `format!("{v:0digits$x}")` makes, without the formatting machinery (hot path).
+pub(crate) fn push_hex(mut out: String, v: u128, digits: u32) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for i in (0..digits).rev() {
+        out.push(char::from(HEX[((v >> (i * 4)) & 0xf) as usize]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod hex_tests {
+    use super::push_hex;
+
+    #[test]
+    fn push_hex_matches_format() {
+        for v in [
+            0u128,
+            1,
+            0xabc,
+            u128::from(u64::MAX),
+            u128::MAX,
+            0x0123_4567_89ab_cdef,
+        ] {
+            assert_eq!(push_hex(String::new(), v, 32), format!("{v:032x}"));
+            let low = v as u64;
+            assert_eq!(
+                push_hex(String::new(), u128::from(low), 16),
+                format!("{low:016x}")
+            );
+        }
     }
 }

@@ -490,7 +490,8 @@ impl Inner {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let mut r = weir_core::SplitMix64::new(self.seed ^ n.rotate_left(17));
         use weir_core::Rng;
-        format!("{:016x}{:016x}", r.next_u64(), n ^ self.seed)
+        let id = crate::descriptor::push_hex(String::with_capacity(32), r.next_u64().into(), 16);
+        crate::descriptor::push_hex(id, (n ^ self.seed).into(), 16)
     }
 
     /// Reads the breaker's state, counting any transitions into the metrics.

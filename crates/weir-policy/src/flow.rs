@@ -400,10 +400,15 @@ impl Flow {
                 };
                 if let Some(pol) = &route.ratelimit_policy {
                     self.extra_headers.push(("ratelimit-policy", pol.clone()));
-                    self.extra_headers.push((
-                        "ratelimit",
-                        format!("\"{}\";r={};t={}", p.id, d.remaining, t),
-                    ));
+                    // `"<id>";r=<remaining>;t=<seconds>`, built without `format!` (hot path).
+                    let mut v = String::with_capacity(p.id.len() + 32);
+                    v.push('"');
+                    v.push_str(&p.id);
+                    v.push_str("\";r=");
+                    push_u64(&mut v, d.remaining);
+                    v.push_str(";t=");
+                    push_u64(&mut v, t);
+                    self.extra_headers.push(("ratelimit", v));
                 }
                 if rejected {
                     if shadow {
@@ -658,7 +663,6 @@ impl Flow {
         ) {
             b.core.cancel(t);
         }
-        let route = self.route_id().to_string();
         let outcome = self.outcome.unwrap_or("aborted");
         let now = self.now();
         let dur = now.saturating_sub(self.begin);
@@ -670,9 +674,14 @@ impl Flow {
                     r.metrics.inflight.dec();
                 }
             }
-            None => self.inner.metrics.count_request(&route, outcome),
+            None => self.inner.metrics.count_request(self.route_id(), outcome),
         }
         self.inflight = false;
+        if !self.inner.log.enabled() {
+            // No access log: the record (timestamp formatting, string copies) is not built.
+            return;
+        }
+        let route = self.route_id().to_string();
         let rl = self
             .route
             .as_ref()
@@ -722,6 +731,35 @@ impl Drop for Flow {
     fn drop(&mut self) {
         if !self.finished {
             self.complete(499, Some("aborted"));
+        }
+    }
+}
+
+/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
+fn push_u64(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        s.push(char::from(b));
+    }
+}
+
+#[cfg(test)]
+mod push_u64_tests {
+    #[test]
+    fn push_u64_matches_display() {
+        for n in [0u64, 7, 10, 99, 1000, 123_456_789, u64::MAX] {
+            let mut s = String::from("x");
+            super::push_u64(&mut s, n);
+            assert_eq!(s, format!("x{n}"));
         }
     }
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request, plain Pingora vs weir-pingora, under valgrind's
+# callgrind: a figure that other load on a shared machine cannot move (unlike req/s). Kernel
+# work (syscalls, TCP) is not counted, so this measures the module's own CPU overhead only.
+#
+#   bench/http/pingora_instr.sh [N]        (default N = 4000)
+#
+# Same upstream (nginx answering 200 "ok"), same config as bench/http/pingora.sh's proxy path
+# (token bucket that never rejects, access log off, one worker). Each server is run twice,
+# for 300 and 300 + N keep-alive GETs over 4 connections; the difference / N removes start-up.
+set -euo pipefail
+
+N=${1:-4000}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/weir-bench-instr.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# shellcheck source=bench/http/lib.sh
+. "$ROOT/bench/http/lib.sh"
+ensure_tools nginx:nginx-light valgrind:valgrind
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+(cd "$ROOT" && cargo build --release -q -p weir-pingora --bin weir-pingora --example plain)
+
+UP=$(free_port)
+PORT=$(free_port)
+ADMIN=$(free_port)
+mkdir -p "$WORK/up"
+cat >"$WORK/up/nginx.conf" <<E
+worker_processes 1; daemon off; master_process off;
+error_log $WORK/up/error.log warn; pid $WORK/up/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off; keepalive_requests 1000000;
+    client_body_temp_path $WORK/up/b; proxy_temp_path $WORK/up/p; fastcgi_temp_path $WORK/up/f;
+    uwsgi_temp_path $WORK/up/u; scgi_temp_path $WORK/up/s;
+    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
+}
+E
+"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
+PIDS+=($!)
+wait_port "$UP"
+cat >"$WORK/weir.toml" <<E
+[server]
+listen = "127.0.0.1:$PORT"
+admin = "127.0.0.1:$ADMIN"
+instance = "bench"
+workers = 1
+[log]
+access = "off"
+[[upstreams]]
+name = "up"
+endpoints = ["127.0.0.1:$UP"]
+[[routes]]
+id = "all"
+match = { path_prefix = "/" }
+upstream = "up"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 1000000
+per = "1s"
+burst = 1000000
+key = ["route"]
+E
+
+total() { # $1 plain|pingora, $2 requests -> total instructions
+    local out="$WORK/cg.$1.$2" pid
+    if [ "$1" = plain ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$out" "$ROOT/target/release/examples/plain" \
+            "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/vg.err" &
+    else
+        valgrind --tool=callgrind --callgrind-out-file="$out" "$ROOT/target/release/weir-pingora" \
+            --config "$WORK/weir.toml" >/dev/null 2>"$WORK/vg.err" &
+    fi
+    pid=$!
+    wait_port "$PORT"
+    python3 - "$PORT" "$2" <<'P'
+import http.client, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+cs = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(4)]
+for i in range(n):
+    c = cs[i % 4]
+    c.request("GET", "/", headers={"user-agent": "bench"})
+    r = c.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+P
+    kill -INT "$pid" 2>/dev/null || true
+    sleep 2
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+
+declare -A PER
+for who in plain pingora; do
+    a=$(total "$who" 300)
+    b=$(total "$who" $((300 + N)))
+    PER[$who]=$(((b - a) / N))
+    echo "$who: ${PER[$who]} instructions/request (user space)"
+done
+python3 -c "print(f'weir-pingora / plain: {${PER[pingora]} / ${PER[plain]}:.2f}x instructions per request')"
