@@ -638,6 +638,21 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The `/metrics` text once every `(series, value)` in `want` reads as given, or after 3 s
+/// (the caller's assertions then say what differs). Requests are counted when they are
+/// complete — in Pingora's logging phase, after the response went out — so a scrape right
+/// after a response may precede its count.
+fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let text = gw.admin("GET", "/metrics").text();
+        if want.iter().all(|&(s, v)| metric(&text, s) == Some(v)) || Instant::now() >= until {
+            return text;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits up to 3 s for the access log (stdout or a file) to contain `needle`.
 fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
     let until = Instant::now() + Duration::from_secs(3);
@@ -737,7 +752,16 @@ pub fn global_limit_shared_and_store_failure_explicit(bin: &Path) {
         before,
         "no upstream attempt while the store is down"
     );
-    let m = a.admin("GET", "/metrics").text();
+    let m = metrics_when(
+        &a,
+        &[
+            ("weir_ratelimit_bypassed_total{route=\"allow\"}", 1.0),
+            (
+                "weir_requests_total{route=\"deny\",outcome=\"ratelimit_store_unavailable\"}",
+                1.0,
+            ),
+        ],
+    );
     assert_eq!(
         metric(&m, "weir_ratelimit_bypassed_total{route=\"allow\"}"),
         Some(1.0),
@@ -942,7 +966,7 @@ pub fn shadow_mode_counts_but_never_rejects(bin: &Path) {
         assert_eq!(r.status, 200, "request {i} passes in shadow mode: {r:?}");
     }
     assert_eq!(blue.stats().path("/ok"), 3);
-    let m = gw.admin("GET", "/metrics").text();
+    let m = metrics_when(&gw, &[("weir_shadow_rejections_total{route=\"sh\"}", 2.0)]);
     assert_eq!(
         metric(&m, "weir_shadow_rejections_total{route=\"sh\"}"),
         Some(2.0),
@@ -1145,8 +1169,7 @@ pub fn metrics_families_from_start_up_with_route_labels(bin: &Path) {
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 429);
     assert_eq!(client::get(gw.addr, "/nope", &[]).status, 404);
-    let text = gw.admin("GET", "/metrics").text();
-    for (series, v) in [
+    let want = [
         ("weir_requests_total{route=\"ok\",outcome=\"proxied\"}", 1.0),
         (
             "weir_requests_total{route=\"ok\",outcome=\"rate_limited\"}",
@@ -1159,7 +1182,9 @@ pub fn metrics_families_from_start_up_with_route_labels(bin: &Path) {
         ),
         ("weir_inflight{route=\"ok\"}", 0.0),
         ("weir_request_duration_seconds_count{route=\"ok\"}", 2.0),
-    ] {
+    ];
+    let text = metrics_when(&gw, &want);
+    for (series, v) in want {
         assert_eq!(metric(&text, series), Some(v), "{series} in:\n{text}");
     }
 }
