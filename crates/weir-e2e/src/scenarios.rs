@@ -932,7 +932,19 @@ pub fn concurrency_queue_full_timeout_and_proceed(bin: &Path) {
         "queue_timeout 150 ms: {took:?}"
     );
     assert_eq!(holder.join().unwrap().0.status, 200);
-    let m = gw.admin("GET", "/metrics").text();
+    let m = metrics_when(
+        &gw,
+        &[
+            (
+                "weir_requests_total{route=\"q\",outcome=\"concurrency_limited\"}",
+                1.0,
+            ),
+            (
+                "weir_requests_total{route=\"qt\",outcome=\"queue_timeout\"}",
+                1.0,
+            ),
+        ],
+    );
     assert_eq!(
         metric(
             &m,
@@ -1278,7 +1290,13 @@ pub fn bad_chunk_after_forwarding_counted_once(bin: &Path) {
         0,
         "the upstream never saw a complete request"
     );
-    let m = gw.admin("GET", "/metrics").text();
+    let m = metrics_when(
+        &gw,
+        &[(
+            "weir_requests_total{route=\"all\",outcome=\"bad_request\"}",
+            1.0,
+        )],
+    );
     assert_eq!(
         metric(
             &m,
@@ -1337,8 +1355,18 @@ pub fn breaker_three_phases_recover_through_half_open(bin: &Path) {
     }
     assert_eq!(reasons[0], "upstream_unavailable", "{reasons:?}");
     assert_eq!(reasons[5], "circuit_open", "{reasons:?}");
-    // Phase 2: while OPEN the dead backend sees no attempts at all.
-    let before = attempts(&gw);
+    // Phase 2: while OPEN the dead backend sees no attempts at all. (Attempts are counted
+    // as requests complete: let phase 1's count settle first.)
+    let mut before = attempts(&gw);
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let now = attempts(&gw);
+        if now == before || Instant::now() >= until {
+            break;
+        }
+        before = now;
+    }
     assert!(before >= 2.0, "the trip took real attempts: {before}");
     for _ in 0..5 {
         let r = client::get(gw.addr, "/ok", &[]);
