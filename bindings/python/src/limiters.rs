@@ -6,7 +6,7 @@
 //! shared forms (one `AtomicU64` each); the sliding log has only a single-owner form in the
 //! core (a multi-word ring), so it lives under a `Mutex` here.
 
-use crate::decision::PyDecision;
+use crate::decision::{PyDecision, issue};
 use crate::errors;
 use crate::replay::{PyLimiter, Sink};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
@@ -33,9 +33,9 @@ fn cost_arg(cost: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
 
 /// A core outcome as a Python result.
 #[inline]
-fn wrap(py: Python<'_>, r: Result<Decision, InsufficientCapacity>) -> PyResult<PyDecision> {
+fn wrap(py: Python<'_>, r: Result<Decision, InsufficientCapacity>) -> PyResult<Py<PyDecision>> {
     match r {
-        Ok(d) => Ok(PyDecision::new(d)),
+        Ok(d) => issue(py, d),
         Err(e) => Err(errors::insufficient(py, e)),
     }
 }
@@ -79,7 +79,7 @@ macro_rules! limiter_methods {
                 &self,
                 py: Python<'_>,
                 cost: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<PyDecision> {
+            ) -> PyResult<Py<PyDecision>> {
                 let $s = self;
                 let cost = cost_arg(cost)?;
                 wrap(py, $core.acquire(self.clock.now(), cost))
@@ -87,7 +87,7 @@ macro_rules! limiter_methods {
 
             /// The decision `try_acquire(cost)` would return now, consuming nothing.
             #[pyo3(signature = (cost = None), text_signature = "($self, cost=1)")]
-            fn peek(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<PyDecision> {
+            fn peek(&self, py: Python<'_>, cost: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyDecision>> {
                 let $s = self;
                 let cost = cost_arg(cost)?;
                 wrap(py, $core.peek(self.clock.now(), cost))
