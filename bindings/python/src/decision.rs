@@ -76,9 +76,12 @@ thread_local! {
 /// refers to it (see [`PyDecision`]), a new one otherwise.
 pub(crate) fn issue(py: Python<'_>, d: Decision) -> PyResult<Py<PyDecision>> {
     LAST.with(|slot| {
-        // No Python code runs while the slot is borrowed (a decref of a `Decision` runs
-        // none: no `__del__`, no weak references), so the borrow cannot be re-entered.
-        let mut slot = slot.borrow_mut();
+        // No Python code should run while the slot is borrowed (a `Decision` is not a GC
+        // type, has no `__del__` and no weak references); should a re-entrant call happen
+        // anyway, it gets a new object instead of a panic.
+        let Ok(mut slot) = slot.try_borrow_mut() else {
+            return Py::new(py, PyDecision::new(d));
+        };
         // `get_refcnt` is deprecated in favour of the `unsafe` `ffi::Py_REFCNT`, which this
         // crate does not use; it reads the same count. (abi3 builds always have the GIL:
         // the count is exact while we hold it.)
