@@ -16,16 +16,9 @@ DUR=${2:-5s}
 LEASE=${3:-1000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/weir-bench-global.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 # shellcheck source=bench/http/lib.sh
 . "$ROOT/bench/http/lib.sh"
+trap cleanup EXIT
 ensure_tools wrk:wrk nginx:nginx-light redis-server:redis-server
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
@@ -38,28 +31,7 @@ RP=$(free_port)
 WG=$(free_port)
 WA=$(free_port)
 
-mkdir -p "$WORK/up"
-cat >"$WORK/up/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-master_process off;
-error_log $WORK/up/error.log warn;
-pid $WORK/up/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $WORK/up/body;
-    proxy_temp_path $WORK/up/proxy;
-    fastcgi_temp_path $WORK/up/fastcgi;
-    uwsgi_temp_path $WORK/up/uwsgi;
-    scgi_temp_path $WORK/up/scgi;
-    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
-}
-EOF
-"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
-PIDS+=($!)
-wait_port "$UP"
+start_upstream "$UP"
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 PIDS+=($!)
 wait_port "$RP"

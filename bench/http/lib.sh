@@ -26,3 +26,44 @@ wait_port() {
     echo "nothing listens on $1" >&2
     exit 1
 }
+
+# Processes to stop and the scratch directory ($WORK) to remove on exit: a script sets WORK,
+# appends the PIDs it starts to PIDS and runs `trap cleanup EXIT`.
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+
+# nginx_conf DIR HTTP_BODY — a one-worker, foreground nginx config in DIR/nginx.conf.
+nginx_conf() {
+    mkdir -p "$1"
+    cat >"$1/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process off;
+error_log $1/error.log warn;
+pid $1/nginx.pid;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $1/body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+    keepalive_requests 1000000;
+$2
+}
+EOF
+}
+
+# start_upstream PORT — the upstream every proxy under test forwards to: nginx ($NGINX)
+# answering 200 "ok" on 127.0.0.1:PORT.
+start_upstream() {
+    nginx_conf "$WORK/up" "    server { listen 127.0.0.1:$1; location / { return 200 \"ok\"; } }"
+    "$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
+    PIDS+=($!)
+    wait_port "$1"
+}

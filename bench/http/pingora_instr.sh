@@ -13,16 +13,9 @@ set -euo pipefail
 N=${1:-4000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/weir-bench-instr.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 # shellcheck source=bench/http/lib.sh
 . "$ROOT/bench/http/lib.sh"
+trap cleanup EXIT
 ensure_tools nginx:nginx-light valgrind:valgrind
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 (cd "$ROOT" && cargo build --release -q -p weir-pingora --bin weir-pingora --example plain)
@@ -30,21 +23,7 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 UP=$(free_port)
 PORT=$(free_port)
 ADMIN=$(free_port)
-mkdir -p "$WORK/up"
-cat >"$WORK/up/nginx.conf" <<E
-worker_processes 1; daemon off; master_process off;
-error_log $WORK/up/error.log warn; pid $WORK/up/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off; keepalive_requests 1000000;
-    client_body_temp_path $WORK/up/b; proxy_temp_path $WORK/up/p; fastcgi_temp_path $WORK/up/f;
-    uwsgi_temp_path $WORK/up/u; scgi_temp_path $WORK/up/s;
-    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
-}
-E
-"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
-PIDS+=($!)
-wait_port "$UP"
+start_upstream "$UP"
 cat >"$WORK/weir.toml" <<E
 [server]
 listen = "127.0.0.1:$PORT"

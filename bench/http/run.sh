@@ -17,55 +17,22 @@ ROUNDS=${1:-3}
 DUR=${2:-5s}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/weir-bench-http.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
 # shellcheck source=bench/http/lib.sh
 . "$ROOT/bench/http/lib.sh"
+trap cleanup EXIT
 ensure_tools wrk:wrk nginx:nginx-light
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway)
 WEIR="$ROOT/target/release/weir-gateway"
 
-
 UP=$(free_port)
 NG=$(free_port)
 WG=$(free_port)
 WA=$(free_port)
 
-nginx_conf() { # $1 dir, $2 body of the http block
-    mkdir -p "$1"
-    cat >"$1/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-master_process off;
-error_log $1/error.log warn;
-pid $1/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $1/body;
-    proxy_temp_path $1/proxy;
-    fastcgi_temp_path $1/fastcgi;
-    uwsgi_temp_path $1/uwsgi;
-    scgi_temp_path $1/scgi;
-    keepalive_requests 1000000;
-$2
-}
-EOF
-}
-
 # The upstream both proxies forward to.
-nginx_conf "$WORK/up" "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } }"
-"$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
-PIDS+=($!)
-wait_port "$UP"
+start_upstream "$UP"
 
 start_nginx() { # $1 rate (e.g. 100000000r/s or 1r/m), $2 burst (0: none)
     local lr="limit_req zone=z;"
