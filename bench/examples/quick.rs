@@ -184,46 +184,16 @@ fn main() {
                 let _ = black_box(gov.check());
             }
         }
-        "tb_shared_std_clock" => {
-            let c = StdClock::new();
-            let tb =
-                SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
-            tb.reset(c.now());
-            for _ in 0..n {
-                let _ = black_box(tb.acquire(c.now(), 1));
-            }
-        }
-        "tb_single_std_clock" => {
-            let c = StdClock::new();
-            let mut tb =
-                TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
-            for _ in 0..n {
-                let _ = black_box(tb.acquire(c.now(), 1));
-            }
-        }
+        "tb_shared_std_clock" => tb_shared_on(StdClock::new(), n),
+        "tb_single_std_clock" => tb_single_on(StdClock::new(), n),
         "quanta_clock" => {
             let c = QuantaClock::new();
             for _ in 0..n {
                 black_box(c.now());
             }
         }
-        "tb_shared_quanta_clock" => {
-            let c = QuantaClock::new();
-            let tb =
-                SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
-            tb.reset(c.now());
-            for _ in 0..n {
-                let _ = black_box(tb.acquire(c.now(), 1));
-            }
-        }
-        "tb_single_quanta_clock" => {
-            let c = QuantaClock::new();
-            let mut tb =
-                TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
-            for _ in 0..n {
-                let _ = black_box(tb.acquire(c.now(), 1));
-            }
-        }
+        "tb_shared_quanta_clock" => tb_shared_on(QuantaClock::new(), n),
+        "tb_single_quanta_clock" => tb_single_on(QuantaClock::new(), n),
         "deadline" => {
             let d = Deadline::new(Nanos(1_000), Nanos::from_millis(500));
             for _ in 0..n {
@@ -234,5 +204,22 @@ fn main() {
             }
         }
         _ => eprintln!("unknown row"),
+    }
+}
+
+/// `n` admitted acquisitions on a shared bucket reading clock `c` each call.
+fn tb_shared_on<C: Clock>(c: C, n: u64) {
+    let tb = SharedTokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
+    tb.reset(c.now());
+    for _ in 0..n {
+        let _ = black_box(tb.acquire(c.now(), 1));
+    }
+}
+
+/// `n` admitted acquisitions on a single-owner bucket reading clock `c` each call.
+fn tb_single_on<C: Clock>(c: C, n: u64) {
+    let mut tb = TokenBucket::new(1_000_000_000, Nanos::from_secs(1), 1_000_000_000).unwrap();
+    for _ in 0..n {
+        let _ = black_box(tb.acquire(c.now(), 1));
     }
 }
