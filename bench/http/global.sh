@@ -37,34 +37,11 @@ PIDS+=($!)
 wait_port "$RP"
 
 start_weir() { # $1 scope line(s), $2 lease
-    cat >"$WORK/weir.toml" <<EOF
-[server]
-listen = "127.0.0.1:$WG"
-admin = "127.0.0.1:$WA"
-instance = "bench"
-workers = 1
-[log]
-access = "off"
-[store]
-kind = "redis"
-url = "redis://127.0.0.1:$RP/0"
+    weir_conf "$WG" "$WA" "$UP" 100000000 1s 100000000 "[store]
+kind = \"redis\"
+url = \"redis://127.0.0.1:$RP/0\"
 timeout_ms = 100
-lease = $2
-[[upstreams]]
-name = "up"
-endpoints = ["127.0.0.1:$UP"]
-[[routes]]
-id = "all"
-match = { path_prefix = "/" }
-upstream = "up"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 100000000
-per = "1s"
-burst = 100000000
-key = ["route"]
-$1
-EOF
+lease = $2" "$1"
     "$WEIR" --config "$WORK/weir.toml" 2>"$WORK/weir.err" &
     WGPID=$!
     wait_port "$WG"

@@ -67,3 +67,34 @@ start_upstream() {
     PIDS+=($!)
     wait_port "$1"
 }
+
+# weir_conf LISTEN_PORT ADMIN_PORT UP_PORT RATE PER BURST [STORE] [RATE_LIMIT_EXTRA] — the
+# benchmark's weir config in $WORK/weir.toml: one worker, access log off, one route over the
+# upstream with a token bucket keyed by route; STORE goes before the upstreams (a [store]
+# table), RATE_LIMIT_EXTRA after the rate-limit keys (e.g. scope = "global").
+weir_conf() {
+    cat >"$WORK/weir.toml" <<EOF
+[server]
+listen = "127.0.0.1:$1"
+admin = "127.0.0.1:$2"
+instance = "bench"
+workers = 1
+[log]
+access = "off"
+${7:-}
+[[upstreams]]
+name = "up"
+endpoints = ["127.0.0.1:$3"]
+[[routes]]
+id = "all"
+match = { path_prefix = "/" }
+upstream = "up"
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = $4
+per = "$5"
+burst = $6
+key = ["route"]
+${8:-}
+EOF
+}

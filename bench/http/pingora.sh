@@ -63,28 +63,7 @@ start() {
         "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/plain.err" &
         ;;
     gateway | pingora)
-        cat >"$WORK/weir.toml" <<EOF
-[server]
-listen = "127.0.0.1:$PORT"
-admin = "127.0.0.1:$ADMIN"
-instance = "bench"
-workers = 1
-[log]
-access = "off"
-[[upstreams]]
-name = "up"
-endpoints = ["127.0.0.1:$UP"]
-[[routes]]
-id = "all"
-match = { path_prefix = "/" }
-upstream = "up"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = $rate
-per = "$per"
-burst = $burst
-key = ["route"]
-EOF
+        weir_conf "$PORT" "$ADMIN" "$UP" "$rate" "$per" "$burst"
         local bin=$GATEWAY
         [ "$who" = pingora ] && bin=$PINGORA
         "$bin" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &

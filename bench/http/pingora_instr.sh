@@ -24,28 +24,7 @@ UP=$(free_port)
 PORT=$(free_port)
 ADMIN=$(free_port)
 start_upstream "$UP"
-cat >"$WORK/weir.toml" <<E
-[server]
-listen = "127.0.0.1:$PORT"
-admin = "127.0.0.1:$ADMIN"
-instance = "bench"
-workers = 1
-[log]
-access = "off"
-[[upstreams]]
-name = "up"
-endpoints = ["127.0.0.1:$UP"]
-[[routes]]
-id = "all"
-match = { path_prefix = "/" }
-upstream = "up"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 1000000
-per = "1s"
-burst = 1000000
-key = ["route"]
-E
+weir_conf "$PORT" "$ADMIN" "$UP" 1000000 1s 1000000
 
 total() { # $1 plain|pingora, $2 requests -> total instructions
     local out="$WORK/cg.$1.$2" pid

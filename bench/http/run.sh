@@ -57,28 +57,7 @@ start_nginx() { # $1 rate (e.g. 100000000r/s or 1r/m), $2 burst (0: none)
 }
 
 start_weir() { # $1 rate, $2 per, $3 burst
-    cat >"$WORK/weir.toml" <<EOF
-[server]
-listen = "127.0.0.1:$WG"
-admin = "127.0.0.1:$WA"
-instance = "bench"
-workers = 1
-[log]
-access = "off"
-[[upstreams]]
-name = "up"
-endpoints = ["127.0.0.1:$UP"]
-[[routes]]
-id = "all"
-match = { path_prefix = "/" }
-upstream = "up"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = $1
-per = "$2"
-burst = $3
-key = ["route"]
-EOF
+    weir_conf "$WG" "$WA" "$UP" "$1" "$2" "$3"
     "$WEIR" --config "$WORK/weir.toml" 2>"$WORK/weir.err" &
     WGPID=$!
     wait_port "$WG"
