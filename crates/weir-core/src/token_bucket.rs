@@ -253,6 +253,13 @@ impl TokenBucketConfig {
         Denied::RetryAfter(Nanos(self.k.div_ceil_wide(wait)))
     }
 
+    /// `cost ≤ burst`. A cost of 0 or 1 always is (`burst ≥ 1` by construction), which
+    /// the compiler sees for a constant cost: no load and no branch on the usual call.
+    #[inline(always)]
+    const fn within_burst(&self, cost: u64) -> bool {
+        cost <= 1 || cost <= self.burst
+    }
+
     /// The denial for a cost above the burst.
     #[cold]
     #[inline(never)]
@@ -456,7 +463,7 @@ impl Limiter<TokenBucketConfig> {
     #[inline]
     pub fn check(&mut self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
         let c = &self.algorithm;
-        if cost > c.burst {
+        if !c.within_burst(cost) {
             return Err(c.too_costly(cost));
         }
         match c.step_single(&mut self.state, now, cost) {
@@ -470,7 +477,7 @@ impl Limiter<TokenBucketConfig> {
     #[inline]
     pub fn try_acquire(&mut self, now: Nanos, cost: u64) -> bool {
         let c = &self.algorithm;
-        cost <= c.burst && c.step_single(&mut self.state, now, cost).is_ok()
+        c.within_burst(cost) && c.step_single(&mut self.state, now, cost).is_ok()
     }
 
     /// Gives back up to `n` tokens (e.g. for a request that was not sent), never beyond full.
@@ -564,32 +571,58 @@ impl SharedTokenBucket {
 
     /// The lean shared step: `Ok(new ahead)` (CAS applied unless `cost == 0`) or
     /// `Err(ahead)` (nothing written). `cost ≤ burst` is checked by the caller.
+    ///
+    /// The first attempt is written out straight (no loop on the hot path, so the admitted
+    /// path is laid out without taken jumps); a lost CAS race continues in
+    /// [`SharedTokenBucket::step_retry`], out of line.
     #[inline(always)]
     fn step(&self, now: Nanos, cost: u64) -> Result<u64, u64> {
         let c = &self.config;
         let now_u = c.now_units_wrapping(now);
         let inc = cost * c.t.divisor(); // ≤ w: cost ≤ burst
-        let limit = c.w - inc;
-        // The new word from a TAT in the past; computed off the load → CAS chain.
-        let from_now = now_u.wrapping_add(inc);
-        let mut s = self.tat.load(Ordering::Relaxed);
+        let s = self.tat.load(Ordering::Relaxed);
+        let d = s.wrapping_sub(now_u);
+        // `d < 2^63`: the TAT is `d` units ahead; otherwise in the past (ahead 0), which
+        // always fits (`0 ≤ W − inc`).
+        let ahead_now = d < HALF;
+        if ahead_now && d > c.w - inc {
+            return Err(d);
+        }
+        // On the chain from the load: one subtract (flags) and one select.
+        let new = if ahead_now {
+            s.wrapping_add(inc)
+        } else {
+            now_u.wrapping_add(inc)
+        };
+        if cost == 0 {
+            return Ok(new.wrapping_sub(now_u));
+        }
+        match self
+            .tat
+            .compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(new.wrapping_sub(now_u)),
+            Err(cur) => self.step_retry(cur, now_u, inc),
+        }
+    }
+
+    /// [`SharedTokenBucket::step`] after a lost CAS race (`cost ≥ 1`), from the word `s`
+    /// that won: the same step in a loop.
+    #[cold]
+    #[inline(never)]
+    fn step_retry(&self, mut s: u64, now_u: u64, inc: u64) -> Result<u64, u64> {
+        let limit = self.config.w - inc;
         loop {
             let d = s.wrapping_sub(now_u);
-            // `d < 2^63`: the TAT is `d` units ahead; otherwise in the past (ahead 0),
-            // which always fits (`0 ≤ limit`).
             let ahead_now = d < HALF;
             if ahead_now && d > limit {
                 return Err(d);
             }
-            // On the chain from the load: one subtract (flags) and one select.
             let new = if ahead_now {
                 s.wrapping_add(inc)
             } else {
-                from_now
+                now_u.wrapping_add(inc)
             };
-            if cost == 0 {
-                return Ok(new.wrapping_sub(now_u));
-            }
             match self
                 .tat
                 .compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed)
@@ -606,7 +639,7 @@ impl SharedTokenBucket {
     #[inline]
     pub fn check(&self, now: Nanos, cost: u64) -> Result<Granted, Denied> {
         let c = &self.config;
-        if cost > c.burst {
+        if !c.within_burst(cost) {
             return Err(c.too_costly(cost));
         }
         match self.step(now, cost) {
@@ -619,7 +652,7 @@ impl SharedTokenBucket {
     /// when true (the same state change). A cost above the burst is `false`.
     #[inline]
     pub fn try_acquire(&self, now: Nanos, cost: u64) -> bool {
-        cost <= self.config.burst && self.step(now, cost).is_ok()
+        self.config.within_burst(cost) && self.step(now, cost).is_ok()
     }
 
     /// The decision [`SharedTokenBucket::acquire`] would return now, consuming nothing.
