@@ -1045,16 +1045,16 @@ mod tests {
         assert!(tb.reconfigure(Nanos(0), 0, Nanos(S), 3).is_err());
     }
 
+    /// Outcomes of up to 600 events.
+    type Outcomes = [Option<Result<BatchDecision, InsufficientCapacity>>; 600];
+
     /// `acquire_batch` over `events` on a fresh bucket `(r, p, b)` with state `start`:
     /// the outcomes and the final word, next to per-event `acquire` on a twin.
     fn batch_vs_each(
         (r, p, b): (u64, u64, u64),
         start: u64,
         events: &[(u64, u64)],
-    ) -> (
-        [Option<Result<BatchDecision, InsufficientCapacity>>; 600],
-        [Option<Result<BatchDecision, InsufficientCapacity>>; 600],
-    ) {
+    ) -> (Outcomes, Outcomes) {
         let batch = SharedTokenBucket::new(r, Nanos(p), b).unwrap();
         let each = SharedTokenBucket::new(r, Nanos(p), b).unwrap();
         batch.tat.store(start, Ordering::Relaxed);
