@@ -8,7 +8,7 @@
 
 use crate::decision::{PyDecision, issue};
 use crate::errors;
-use crate::replay::{PyLimiter, Sink};
+use crate::replay::{Fill, PyLimiter, Sink};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -112,8 +112,9 @@ macro_rules! limiter_methods {
 }
 
 /// `PyLimiter` for a class over a lock-free shared core in field `core`.
+/// `fill` optionally overrides how a chunk is replayed (default: `acquire` per event).
 macro_rules! shared_replay {
-    ($ty:ty) => {
+    ($ty:ty $(, fill = |$s:ident, $f:ident| $fill:expr)?) => {
         impl PyLimiter for $ty {
             fn time(&self) -> &TimeSource {
                 &self.clock
@@ -125,6 +126,13 @@ macro_rules! shared_replay {
                 let core = &self.core;
                 k.run(|t, c| checked(core.acquire(t, c)))
             }
+            $(
+                #[inline]
+                fn fill(&self, $f: Fill<'_>) -> (u64, u64, Nanos) {
+                    let $s = self;
+                    $fill
+                }
+            )?
         }
     };
 }
@@ -139,7 +147,8 @@ pub(crate) struct PyTokenBucket {
     clock: TimeSource,
 }
 
-shared_replay!(PyTokenBucket);
+// One CAS per batch of events instead of one per admission (see `Fill::token_bucket`).
+shared_replay!(PyTokenBucket, fill = |s, f| f.token_bucket(&s.core));
 
 limiter_methods!(PyTokenBucket, |s| s.core, {
     #[new]

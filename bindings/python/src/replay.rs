@@ -8,9 +8,17 @@
 //! the whole trace would be fresh memory, page faults included (about 1/7 of a replay's
 //! time here). Validation reads every chunk first (so a bad trace changes nothing); then,
 //! with the GIL released per chunk for traces of 4096 events or more, each event runs
-//! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes —
-//! writing each decision straight into the one result `bytes`: no intermediate vectors, no
-//! per-event Python object. The manual clock is left at the last event's time.
+//! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes
+//! (a token bucket: the core's [`SharedTokenBucket::acquire_batch`], the same decisions
+//! with one CAS per batch and no branch on the verdict) — with no intermediate vectors and
+//! no per-event Python object. The manual clock is left at the last event's time.
+//!
+//! The result: a small one is written straight into one new `bytes`. A large one is fresh
+//! memory whose 4 KiB page faults cost more than the decisions, so it goes into an `mmap`
+//! advised for transparent huge pages ([`huge_output`]); without the buffer protocol Rust
+//! cannot write into it in place, so each chunk is decided into a cache-resident scratch
+//! and copied in by slice assignment — three `memcpy`s per chunk, far cheaper than the
+//! faults they save (measured: docs/BENCHMARKS.md).
 
 use crate::errors;
 use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
@@ -19,10 +27,13 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice};
-use weir_core::{Decision, Nanos, SharedTokenBucket};
+use weir_core::{BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
+
+/// Results at least this large (bytes) go into huge pages where the OS offers them.
+const HUGE_AT: usize = 4 << 20;
 
 /// Events per chunk of a `memoryview` column: 256 KiB of input, cache-resident.
 const CHUNK: usize = 1 << 15;
@@ -46,6 +57,11 @@ pub(crate) trait PyLimiter: Sync {
     fn capacity(&self) -> u64;
     /// Hands `k` the core's acquire step (taking a lock once, for a single-owner core).
     fn drive<K: Sink>(&self, k: K) -> K::Out;
+    /// Replays one chunk: `(admitted, delayed, last time)`.
+    #[inline]
+    fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {
+        self.drive(f)
+    }
 }
 
 #[inline(always)]
@@ -63,17 +79,18 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// The replay loop over one chunk: decisions written into the column layout of
-/// [`BYTES_PER_EVENT`].
-struct Fill<'a> {
+/// [`BYTES_PER_EVENT`]. Every byte of the three slices is written (they may hold the
+/// previous chunk's figures).
+pub(crate) struct Fill<'a> {
     /// `k` native f64 seconds, all `>= 0` (validated).
     times: &'a [u8],
     /// `k` native u64 costs, all within the capacity (validated), or all 1.
     costs: Option<&'a [u8]>,
-    /// The chunk's `8·k` zeroed bytes of the `remaining` column.
+    /// The chunk's `8·k` bytes of the `remaining` column.
     rem: &'a mut [u8],
-    /// The chunk's `8·k` zeroed bytes of the `wait` column.
+    /// The chunk's `8·k` bytes of the `wait` column.
     wait: &'a mut [u8],
-    /// The chunk's `k` zeroed bytes of the `allowed` column.
+    /// The chunk's `k` bytes of the `allowed` column.
     allowed: &'a mut [u8],
 }
 
@@ -87,6 +104,47 @@ impl Sink for Fill<'_> {
             None => fill(t, r, w, a, |_| 1, &mut step),
             Some(c) => fill(t, r, w, a, |i| u64_at(c, i), &mut step),
         }
+    }
+}
+
+impl Fill<'_> {
+    /// The chunk through [`SharedTokenBucket::acquire_batch`]: the same decisions as
+    /// [`Sink::run`] over `acquire`, one CAS per batch, no branch on the verdict. A token
+    /// bucket never delays, so `delayed` is 0.
+    #[inline]
+    pub(crate) fn token_bucket(self, core: &SharedTokenBucket) -> (u64, u64, Nanos) {
+        let Fill {
+            times,
+            costs,
+            rem,
+            wait,
+            allowed,
+        } = self;
+        let (times, _) = times.as_chunks::<8>();
+        let (rem, _) = rem.as_chunks_mut::<8>();
+        let (wait, _) = wait.as_chunks_mut::<8>();
+        let k = allowed.len();
+        let at = |i: usize| round_ns(f64::from_ne_bytes(times[i]) * 1e9);
+        let write = |i: usize, r: Result<BatchDecision, InsufficientCapacity>| {
+            let d = r.unwrap_or(BatchDecision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Nanos::MAX,
+            });
+            rem[i] = d.remaining.to_ne_bytes();
+            wait[i] = secs(d.retry_after).to_ne_bytes();
+            allowed[i] = d.allowed as u8;
+        };
+        match costs {
+            None => core.acquire_batch(k, |i| (at(i), 1), write),
+            Some(c) => {
+                let (c, _) = c.as_chunks::<8>();
+                core.acquire_batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
+            }
+        }
+        let admitted = allowed.iter().map(|&a| u64::from(a)).sum();
+        let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
+        (admitted, 0, last)
     }
 }
 
@@ -117,14 +175,22 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
         admitted += ok as u64;
         *al = ok as u8;
         rem.copy_from_slice(&d.remaining.to_ne_bytes());
-        // Zero for most events: the buffer starts zeroed, skip the conversion.
         let w = if ok { d.delay() } else { d.retry_after };
-        if !w.is_zero() {
-            delayed += ok as u64;
-            wait.copy_from_slice(&w.as_secs_f64().to_ne_bytes());
-        }
+        delayed += (ok & !w.is_zero()) as u64;
+        wait.copy_from_slice(&w.as_secs_f64().to_ne_bytes());
     }
     (admitted, delayed, last)
+}
+
+/// [`Nanos::as_secs_f64`], bit for bit: below 2^63 (every `retry_after` of a token
+/// bucket: the core's numerators are below 2^63) the integer converts with one signed
+/// `cvtsi2sd` instead of the unsigned sequence.
+#[inline(always)]
+fn secs(n: Nanos) -> f64 {
+    match i64::try_from(n.0) {
+        Ok(i) => i as f64 / 1e9,
+        Err(_) => n.as_secs_f64(),
+    }
 }
 
 /// A column of 8-byte items: a `bytes` (read in place) or a 1-D `memoryview` with 8-byte
@@ -265,71 +331,184 @@ fn validate(
     Ok(())
 }
 
+/// Chunk `a..b` of the trace into the chunk's own slices of the three columns.
+#[allow(clippy::too_many_arguments)]
+fn run_chunk<'py, P: PyLimiter>(
+    py: Python<'py>,
+    lim: &P,
+    times: &Column<'py>,
+    costs: Option<&Column<'py>>,
+    (a, b): (usize, usize),
+    rem: &mut [u8],
+    wait: &mut [u8],
+    allowed: &mut [u8],
+) -> PyResult<(u64, u64, Nanos)> {
+    let detach = times.len >= DETACH_AT;
+    times.with(a, b, |times| {
+        let mut run = |costs: Option<&[u8]>| {
+            let fill = Fill {
+                times,
+                costs,
+                rem,
+                wait,
+                allowed,
+            };
+            if detach {
+                py.detach(|| lim.fill(fill))
+            } else {
+                lim.fill(fill)
+            }
+        };
+        match costs {
+            None => Ok(run(None)),
+            Some(c) => c.with(a, b, |c| run(Some(c))),
+        }
+    })?
+}
+
 fn replay_on<'py, P: PyLimiter>(
     py: Python<'py>,
     lim: &P,
     times: &Column<'py>,
     costs: Option<&Column<'py>>,
-) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, u64, u64)> {
     let clock = lim.time().manual().ok_or_else(|| {
         PyValueError::new_err(
             "limiter must run on a weir.ManualClock to be replayed (pass clock=weir.ManualClock())",
         )
     })?;
     let n = times.len;
-    validate(py, times, costs, lim.capacity())?;
-    let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
-    let buf = PyBytes::new_with(py, n * BYTES_PER_EVENT, |out| {
-        let (rem, rest) = out.split_at_mut(8 * n);
-        let (wait, allowed) = rest.split_at_mut(8 * n);
-        for (a, b) in chunks(n) {
-            let (rem, wait) = (&mut rem[8 * a..8 * b], &mut wait[8 * a..8 * b]);
-            let allowed = &mut allowed[a..b];
-            let (ad, de, la) = times.with(a, b, |times| {
-                let mut run = |costs: Option<&[u8]>| {
-                    let fill = Fill {
-                        times,
-                        costs,
-                        rem,
-                        wait,
-                        allowed,
-                    };
-                    if n >= DETACH_AT {
-                        py.detach(|| lim.drive(fill))
-                    } else {
-                        lim.drive(fill)
-                    }
-                };
-                match costs {
-                    None => Ok(run(None)),
-                    Some(c) => c.with(a, b, |c| run(Some(c))),
-                }
-            })??;
-            admitted += ad;
-            delayed += de;
-            last = la;
+    let size = n * BYTES_PER_EVENT;
+    if let Some(o) = out {
+        let l = o.len()?;
+        if l != size {
+            return Err(PyValueError::new_err(format!(
+                "out must have {size} bytes (17 per event), got {l}"
+            )));
         }
-        Ok(())
-    })?;
+    }
+    validate(py, times, costs, lim.capacity())?;
+    let auto;
+    let out = match out {
+        Some(o) => Some(o),
+        None => {
+            auto = huge_output(py, size)?;
+            auto.as_ref()
+        }
+    };
+    let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
+    let mut tally = |(ad, de, la): (u64, u64, Nanos)| {
+        admitted += ad;
+        delayed += de;
+        last = la;
+    };
+    let columns = match out {
+        None => PyBytes::new_with(py, size, |out| {
+            let (rem, rest) = out.split_at_mut(8 * n);
+            let (wait, allowed) = rest.split_at_mut(8 * n);
+            for (a, b) in chunks(n) {
+                tally(run_chunk(
+                    py,
+                    lim,
+                    times,
+                    costs,
+                    (a, b),
+                    &mut rem[8 * a..8 * b],
+                    &mut wait[8 * a..8 * b],
+                    &mut allowed[a..b],
+                )?);
+            }
+            Ok(())
+        })?
+        .into_any(),
+        Some(o) => {
+            // Without the buffer protocol (not in the abi3-py39 API) the caller's buffer
+            // cannot be written in place: each chunk is decided into a cache-resident
+            // scratch and copied in by slice assignment (three `memcpy`s per chunk).
+            let mut scratch = vec![0u8; BYTES_PER_EVENT * CHUNK.min(n)];
+            for (a, b) in chunks(n) {
+                let k = b - a;
+                let (rem, rest) = scratch.split_at_mut(8 * k);
+                let (wait, rest) = rest.split_at_mut(8 * k);
+                let allowed = &mut rest[..k];
+                tally(run_chunk(
+                    py,
+                    lim,
+                    times,
+                    costs,
+                    (a, b),
+                    rem,
+                    wait,
+                    allowed,
+                )?);
+                for (at, part) in [
+                    (8 * a, &scratch[..8 * k]),
+                    (8 * n + 8 * a, &scratch[8 * k..16 * k]),
+                    (16 * n + a, &scratch[16 * k..17 * k]),
+                ] {
+                    let slice = PySlice::new(py, at as isize, (at + part.len()) as isize, 1);
+                    o.set_item(slice, PyBytes::new(py, part))?;
+                }
+            }
+            o.clone()
+        }
+    };
     if n > 0 {
         clock.set(last);
     }
-    Ok((buf, admitted, delayed))
+    Ok((columns, admitted, delayed))
 }
 
-/// `_replay(limiter, times, costs_or_None)` → `(columns, admitted, delayed)`. `times` and
-/// `costs` are native float64 / uint64 columns: `bytes`, or 1-D `memoryview`s of 8-byte
-/// items. `columns` is one `bytes` of `17·n`: `remaining` (u64) and `wait` (f64 seconds)
-/// columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1); `delayed` counts
-/// admitted events with a non-zero delay.
+/// A writable anonymous private `mmap` of `size` bytes advised `MADV_HUGEPAGE`, or `None`
+/// where Python's `mmap` lacks either (not Linux) or for a result below [`HUGE_AT`].
+///
+/// Why: a long replay's result is fresh memory, and with 4 KiB pages its page faults cost
+/// more than the decisions (~41 k faults per 10 M events). Transparent huge pages are
+/// usually in `madvise` mode, and glibc does not advise its mappings, so a `bytes` never
+/// gets them; a mapping of our own, advised, takes 2 MiB per fault. Private, because
+/// shared anonymous memory is shmem, which THP usually leaves alone. A failed `madvise`
+/// (THP off) leaves ordinary pages: still correct.
+fn huge_output<'py>(py: Python<'py>, size: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if size < HUGE_AT {
+        return Ok(None);
+    }
+    let mmap = py.import(intern!(py, "mmap"))?;
+    let (Ok(private), Ok(advice)) = (
+        mmap.getattr(intern!(py, "MAP_PRIVATE")),
+        mmap.getattr(intern!(py, "MADV_HUGEPAGE")),
+    ) else {
+        return Ok(None);
+    };
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item(intern!(py, "flags"), private)?;
+    let Ok(m) = mmap
+        .getattr(intern!(py, "mmap"))?
+        .call((-1, size), Some(&kwargs))
+    else {
+        return Ok(None);
+    };
+    let _ = m.call_method1(intern!(py, "madvise"), (advice,));
+    Ok(Some(m))
+}
+
+/// `_replay(limiter, times, costs_or_None, out=None)` → `(columns, admitted, delayed)`.
+/// `times` and `costs` are native float64 / uint64 columns: `bytes`, or 1-D `memoryview`s
+/// of 8-byte items. `columns` holds `17·n` bytes: `remaining` (u64) and `wait` (f64
+/// seconds) columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1); `delayed`
+/// counts admitted events with a non-zero delay. `columns` is `out` when given (any
+/// writable buffer of `17·n` bytes, filled by slice assignment), else a huge-page `mmap`
+/// for a large result where available ([`huge_output`]), else a new `bytes`.
 #[pyfunction]
-#[pyo3(signature = (limiter, times, costs = None))]
+#[pyo3(signature = (limiter, times, costs = None, out = None))]
 pub(crate) fn _replay<'py>(
     py: Python<'py>,
     limiter: &Bound<'py, PyAny>,
     times: &Bound<'py, PyAny>,
     costs: Option<&Bound<'py, PyAny>>,
-) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, u64, u64)> {
+    let out = out.filter(|o| !o.is_none());
     let times = Column::new("times", times)?;
     let costs = match costs {
         Some(c) if !c.is_none() => Some(Column::new("costs", c)?),
@@ -337,19 +516,19 @@ pub(crate) fn _replay<'py>(
     };
     let (t, c) = (&times, costs.as_ref());
     if let Ok(l) = limiter.cast::<PyTokenBucket>() {
-        return replay_on(py, l.get(), t, c);
+        return replay_on(py, l.get(), t, c, out);
     }
     if let Ok(l) = limiter.cast::<PyLeakyBucket>() {
-        return replay_on(py, l.get(), t, c);
+        return replay_on(py, l.get(), t, c, out);
     }
     if let Ok(l) = limiter.cast::<PyFixedWindow>() {
-        return replay_on(py, l.get(), t, c);
+        return replay_on(py, l.get(), t, c, out);
     }
     if let Ok(l) = limiter.cast::<PySlidingWindow>() {
-        return replay_on(py, l.get(), t, c);
+        return replay_on(py, l.get(), t, c, out);
     }
     if let Ok(l) = limiter.cast::<PySlidingLog>() {
-        return replay_on(py, l.get(), t, c);
+        return replay_on(py, l.get(), t, c, out);
     }
     Err(PyTypeError::new_err(format!(
         "limiter must be a weir rate limiter (TokenBucket, LeakyBucket, FixedWindow, \
@@ -358,32 +537,55 @@ pub(crate) fn _replay<'py>(
     )))
 }
 
+/// Bytes `a..b` of `obj`: in place for a `bytes`, else through `obj[a:b]` (an `mmap`
+/// slice is a `bytes`).
+fn with_range<R>(
+    obj: &Bound<'_, PyAny>,
+    (a, b): (usize, usize),
+    f: impl FnOnce(&[u8]) -> R,
+) -> PyResult<R> {
+    if let Ok(bytes) = obj.cast::<PyBytes>() {
+        return Ok(f(&bytes.as_bytes()[a..b]));
+    }
+    let part = obj.get_item(PySlice::new(obj.py(), a as isize, b as isize, 1))?;
+    let part = part.cast_into::<PyBytes>()?;
+    if part.as_bytes().len() != b - a {
+        return Err(PyValueError::new_err("columns: short read"));
+    }
+    Ok(f(part.as_bytes()))
+}
+
 /// `_split_wait(columns)` → `(retry_after, delay)` f64 bytes: the `wait` column of a
-/// [`_replay`] result split by `allowed` (only needed when some admitted event was delayed).
+/// [`_replay`] result (a `bytes` or an `mmap`) split by `allowed` (only needed when some
+/// admitted event was delayed).
 #[pyfunction]
 pub(crate) fn _split_wait<'py>(
     py: Python<'py>,
-    columns: &Bound<'py, PyBytes>,
+    columns: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let b = columns.as_bytes();
-    let n = b.len() / BYTES_PER_EVENT;
-    let wait = &b[8 * n..16 * n];
-    let allowed = &b[16 * n..17 * n];
-    let column = |keep: u8| {
+    let n = columns.len()? / BYTES_PER_EVENT;
+    let split = |keep: u8| {
         PyBytes::new_with(py, 8 * n, |out| {
-            for ((o, w), &a) in out
-                .chunks_exact_mut(8)
-                .zip(wait.chunks_exact(8))
-                .zip(allowed)
-            {
-                if a == keep {
-                    o.copy_from_slice(w);
-                }
+            for (a, b) in chunks(n) {
+                let out = &mut out[8 * a..8 * b];
+                with_range(columns, (8 * n + 8 * a, 8 * n + 8 * b), |wait| {
+                    with_range(columns, (16 * n + a, 16 * n + b), |allowed| {
+                        for ((o, w), &al) in out
+                            .chunks_exact_mut(8)
+                            .zip(wait.chunks_exact(8))
+                            .zip(allowed)
+                        {
+                            if al == keep {
+                                o.copy_from_slice(w);
+                            }
+                        }
+                    })
+                })??;
             }
             Ok(())
         })
     };
-    Ok((column(0)?, column(1)?))
+    Ok((split(0)?, split(1)?))
 }
 
 /// Benchmark baseline (not API): the bare core loop a Rust program would write — a fresh

@@ -65,3 +65,25 @@ def test_insufficient_capacity_is_value_error():
 def test_clock_argument_type():
     with pytest.raises(TypeError, match="clock"):
         weir.TokenBucket(1, 1.0, 1, clock=object())
+
+
+@pytest.mark.parametrize(
+    "x_ns",
+    [0.5, 1.5, 2.5, 2.4999999, 12345.5, 2.0**52 - 0.5, 2.0**52 - 1.5, 2.0**52 - 1, 2.0**52,
+     2.0**52 + 1, 2.0**53 + 2, 2.0**63, 2.0**64 - 2048, 2.0**64, 1e300, math.inf],
+)
+def test_rounding_ties_and_the_fast_path_boundary(x_ns):
+    # seconds whose product with 1e9 is exactly x_ns where representable; the clock, a
+    # replayed event (which leaves the clock at its time) and the reference agree.
+    s = x_ns / 1e9
+    assert weir.ManualClock(start=s).now_ns() == ns(s)
+    c = weir.ManualClock()
+    weir.replay(weir.TokenBucket(1, 1.0, 1, clock=c), [s])
+    assert c.now_ns() == ns(s)
+
+
+@given(st.floats(min_value=0, allow_nan=False))
+def test_rounding_any_double(s):
+    c = weir.ManualClock()
+    weir.replay(weir.TokenBucket(1, 1.0, 1, clock=c), [s])
+    assert c.now_ns() == ns(s) == weir.ManualClock(start=s).now_ns()

@@ -90,7 +90,9 @@ pub use time::QuantaClock;
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
-pub use token_bucket::{Denied, Granted, SharedTokenBucket, TokenBucket, TokenBucketConfig};
+pub use token_bucket::{
+    BatchDecision, Denied, Granted, SharedTokenBucket, TokenBucket, TokenBucketConfig,
+};
 pub use window::{
     FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
     SlidingWindowConfig,

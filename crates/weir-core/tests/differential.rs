@@ -11,9 +11,9 @@ use weir_core::reference::{
     FixedWindowModel, NginxModel, RationalGcra, SlidingCounterModel, SlidingLogModel,
 };
 use weir_core::{
-    Decision, Denied, FixedWindow, Granted, InsufficientCapacity, LeakyBucket, Nanos, RateLimiter,
-    SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow, SharedTokenBucket, SlidingLog,
-    SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
+    BatchDecision, Decision, Denied, FixedWindow, Granted, InsufficientCapacity, LeakyBucket,
+    Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow,
+    SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
 };
 
 const S: u64 = 1_000_000_000;
@@ -184,6 +184,53 @@ proptest! {
                 _ => {}
             }
         }
+    }
+
+    /// `SharedTokenBucket::acquire_batch` == per-event shared `acquire`, bit for bit (the
+    /// verdict, `remaining`, `retry_after`, the insufficient-capacity error and the final
+    /// state word), on any trace: clock rewinds, u64 instants, costs 0 ..= burst + 1, u64
+    /// parameters, any starting state (a refund or a jump beyond the horizon first), traces
+    /// longer than one batch.
+    #[test]
+    fn token_bucket_batch_equals_acquire(
+        (rate, per, burst) in tb_params_extreme(),
+        pre in ops(S, 8, true),
+        trace in prop::collection::vec(
+            (prop_oneof![4 => time_step(S).prop_map(Op::Advance), 1 => time_step(S).prop_map(Op::Rewind),
+                         1 => prop_oneof![Just(0u64), Just(u64::MAX), Just(u64::MAX / 2), any::<u64>()].prop_map(Op::Jump)],
+             0..=9u64),
+            0..700),
+    ) {
+        let Ok(batch) = SharedTokenBucket::new(rate, Nanos(per), burst) else { return Ok(()); };
+        let each = SharedTokenBucket::new(rate, Nanos(per), burst).unwrap();
+        let mut now = 0u64;
+        for op in &pre {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let _ = batch.acquire(Nanos(now), c);
+                let _ = each.acquire(Nanos(now), c);
+            }
+        }
+        // Costs 0..=9 scaled onto 0 ..= burst + 1 at both ends.
+        let cost = |c: u64| match c {
+            8 => burst,
+            9 => burst.saturating_add(1),
+            c => c.min(burst),
+        };
+        let events: Vec<(u64, u64)> = trace
+            .iter()
+            .map(|(op, c)| {
+                now = apply_time(now, op);
+                (now, cost(*c))
+            })
+            .collect();
+        let mut got = vec![None; events.len()];
+        batch.acquire_batch(events.len(), |i| (Nanos(events[i].0), events[i].1), |i, d| got[i] = Some(d));
+        for (i, &(t, c)) in events.iter().enumerate() {
+            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
+            prop_assert_eq!(got[i], Some(want), "event {}", i);
+        }
+        prop_assert_eq!(batch.raw_state(), each.raw_state());
     }
 
     /// The lean shared path == the shared `acquire`, bit for bit (verdicts, figures and the

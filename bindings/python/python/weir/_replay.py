@@ -84,12 +84,14 @@ class ReplayResult:
 
     __slots__ = ("allowed", "remaining", "admitted", "delayed", "_columns", "_wait", "_split")
 
-    def __init__(self, columns: bytes, admitted: int, delayed: int):
-        # One bytes object from the native loop: remaining | wait (8·n bytes each) |
-        # allowed (n bytes). `wait` is retry_after for rejected events and delay for
-        # admitted ones; the two columns are separated only if asked for and needed.
+    def __init__(self, columns: Any, admitted: int, delayed: int):
+        # One buffer from the native loop (a bytes, or an mmap backed by huge pages for a
+        # large result):
+        # remaining | wait (8·n bytes each) | allowed (n bytes). `wait` is retry_after for
+        # rejected events and delay for admitted ones; the two columns are separated only
+        # if asked for and needed.
         n = len(columns) // 17
-        m = memoryview(columns)
+        m = memoryview(columns).toreadonly()
         self.remaining = m[: 8 * n].cast("Q")
         self._wait = m[8 * n : 16 * n].cast("d")
         self.allowed = m[16 * n :].cast("?")
