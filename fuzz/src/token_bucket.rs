@@ -14,14 +14,40 @@
 //! - the lean path (`check`, `try_acquire`) of both forms, run on copies fed the same
 //!   operations, gives `acquire`'s verdicts and figures (`Granted` / `Denied`) and leaves
 //!   the same state, everywhere (beyond the horizon too: the shared copies are compared
-//!   with the shared `acquire`).
+//!   with the shared `acquire`);
+//! - `SharedTokenBucket::acquire_batch` over each run of acquisitions (between refunds and
+//!   reconfigurations) on another copy gives the shared `acquire`'s verdicts, `remaining`,
+//!   `retry_after` and errors, and leaves the same state word.
 
 use crate::num::{N, Tick};
 use arbitrary::Arbitrary;
 use weir_core::{
-    Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket,
-    TokenBucketConfig, Verdict,
+    BatchDecision, Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket,
+    TokenBucket, TokenBucketConfig, Verdict,
 };
+
+/// One acquisition for the batch copy: `(now, cost, the shared acquire's outcome)`.
+type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
+
+/// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
+/// and the final word against the shared `acquire`'s (`shared`, already past them).
+fn flush_batch(batch: &SharedTokenBucket, pending: &mut Vec<Pending>, shared: &SharedTokenBucket) {
+    let mut got = vec![None; pending.len()];
+    batch.acquire_batch(
+        pending.len(),
+        |i| (Nanos(pending[i].0), pending[i].1),
+        |i, d| got[i] = Some(d),
+    );
+    for (i, &(t, c, want)) in pending.iter().enumerate() {
+        assert_eq!(
+            got[i],
+            Some(want),
+            "acquire_batch event {i} at {t}, cost {c}"
+        );
+    }
+    assert_eq!(batch.raw_state(), shared.raw_state(), "acquire_batch state");
+    pending.clear();
+}
 
 /// A configuration and an operation sequence.
 #[derive(Debug, Arbitrary)]
@@ -254,6 +280,10 @@ pub fn check(input: Input) {
         SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
     let mut sh_try =
         SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    // A copy driven by `acquire_batch`, one call per run of acquisitions.
+    let mut sh_batch =
+        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut pending: Vec<Pending> = Vec::new();
     let mut horizon = shared.config().horizon().0;
     let (mut now, mut latest) = (0u64, 0u64);
     for op in input.ops.into_iter().take(256) {
@@ -291,6 +321,7 @@ pub fn check(input: Input) {
                     assert_eq!(sh_try.try_acquire(at, cost), admitted);
                     assert_eq!(sh_check.raw_state(), shared.raw_state());
                     assert_eq!(sh_try.raw_state(), shared.raw_state());
+                    pending.push((now, cost, s.map(BatchDecision::from)));
                 }
                 if exact {
                     assert_eq!(d, s, "shared vs single-owner at {now}, cost {cost}");
@@ -315,6 +346,8 @@ pub fn check(input: Input) {
                 }
             }
             Op::Refund(N(n)) => {
+                flush_batch(&sh_batch, &mut pending, &shared);
+                sh_batch.refund(Nanos(now), n);
                 tb.refund(Nanos(now), n);
                 shared.refund(Nanos(now), n);
                 tb_check.refund(Nanos(now), n);
@@ -329,6 +362,7 @@ pub fn check(input: Input) {
                 latest = latest.max(now);
             }
             Op::Reconfigure { rate, per, burst } => {
+                flush_batch(&sh_batch, &mut pending, &shared);
                 let old = tb.clone();
                 let r = tb.reconfigure(Nanos(now), rate.0, Nanos(per.0), burst.0);
                 let rs = shared.reconfigure(Nanos(now), rate.0, Nanos(per.0), burst.0);
@@ -340,7 +374,7 @@ pub fn check(input: Input) {
                 for copy in [&mut tb_check, &mut tb_try] {
                     copy.reconfigure(at, r, p, b).unwrap();
                 }
-                for copy in [&mut sh_check, &mut sh_try] {
+                for copy in [&mut sh_check, &mut sh_try, &mut sh_batch] {
                     copy.reconfigure(at, r, p, b).unwrap();
                 }
                 // tokens in use carry over: ahead_new / t_new ∈ [used, used + 1 unit)
@@ -366,4 +400,5 @@ pub fn check(input: Input) {
             assert_eq!(tb.is_fresh(Nanos(now)), shared.is_fresh(Nanos(now)));
         }
     }
+    flush_batch(&sh_batch, &mut pending, &shared);
 }

@@ -756,8 +756,11 @@ impl SharedTokenBucket {
         while a < len {
             let b = len.min(a + BATCH);
             let s0 = self.tat.load(Ordering::Relaxed);
-            let s = self.config.run_local(s0, a, b, &mut event, &mut write);
-            let committed = s == s0
+            let (s, wrote) = self.config.run_local(s0, a, b, &mut event, &mut write);
+            // A batch that admitted no cost is linearised at its load. One that did commits
+            // even when its word came back to `s0` (a rewind can do that): a CAS, so a
+            // concurrent write in between is never overwritten.
+            let committed = !wrote
                 || self
                     .tat
                     .compare_exchange(s0, s, Ordering::Relaxed, Ordering::Relaxed)
@@ -812,15 +815,24 @@ impl From<Decision> for BatchDecision {
 
 impl TokenBucketConfig {
     /// Events `a..b` on the local state word `s` (shared-form semantics: wrapping `now·k`,
-    /// serial-number reads); returns the new word. Branch-free per event apart from the
-    /// (never taken, for a validated trace) cost check.
+    /// serial-number reads); returns the new word and whether any event admitted a cost
+    /// (wrote the word). Branch-free per event apart from the (never taken, for a validated
+    /// trace) cost check.
     #[inline(always)]
-    fn run_local<E, W>(&self, mut s: u64, a: usize, b: usize, event: &mut E, write: &mut W) -> u64
+    fn run_local<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
     where
         E: FnMut(usize) -> (Nanos, u64),
         W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
     {
         let (k, t, w) = (self.k.divisor(), self.t, self.w);
+        let mut wrote = false;
         for i in a..b {
             let (now, cost) = event(i);
             if cost > self.burst {
@@ -839,7 +851,9 @@ impl TokenBucketConfig {
             // ahead < 2^63 and inc ≤ W ≤ 2^62: no overflow.
             let need = ahead + cost * t.divisor();
             let fits = need <= w;
-            s = if fits & (cost != 0) {
+            let write_now = fits & (cost != 0);
+            wrote |= write_now;
+            s = if write_now {
                 now_u.wrapping_add(need)
             } else {
                 s
@@ -858,7 +872,7 @@ impl TokenBucketConfig {
                 }),
             );
         }
-        s
+        (s, wrote)
     }
 }
 
@@ -1180,6 +1194,37 @@ mod tests {
         tb.acquire_batch(2, |_| (Nanos(0), 1), |_, d| assert!(!d.unwrap().allowed));
         assert_eq!(tb.raw_state(), before);
         tb.acquire_batch(0, |_| (Nanos(0), 1), |_, _| unreachable!());
+    }
+
+    #[test]
+    fn batch_whose_word_comes_back_still_commits_by_cas() {
+        // T = W = 2^62 units (k = 1): admitting at 0 moves the word 0 → 2^62; admitting at
+        // 3·2^62 reads it as past and moves it to 3·2^62 + 2^62 = 0, the word the batch
+        // loaded. A concurrent admission in between must still fail the commit.
+        let per = Nanos(1 << 62);
+        let events = [(Nanos(0), 1), (Nanos(3 << 62), 1)];
+        let tb = SharedTokenBucket::new(1, per, 1).unwrap();
+        let mut interfered = false;
+        let mut got = [None; 2];
+        tb.acquire_batch(
+            2,
+            |i| events[i],
+            |i, d| {
+                if !interfered {
+                    interfered = true;
+                    assert!(tb.acquire(Nanos(0), 1).unwrap().is_allowed());
+                }
+                got[i] = Some(d.unwrap());
+            },
+        );
+        let twin = SharedTokenBucket::new(1, per, 1).unwrap();
+        twin.acquire(Nanos(0), 1).unwrap();
+        for (i, &(t, c)) in events.iter().enumerate() {
+            let want = BatchDecision::from(twin.acquire(t, c).unwrap());
+            assert_eq!(got[i], Some(want), "event {i}");
+        }
+        assert!(!got[0].unwrap().allowed, "the interfering call took the only token");
+        assert_eq!(tb.raw_state(), twin.raw_state());
     }
 
     #[test]
