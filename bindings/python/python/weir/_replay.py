@@ -164,7 +164,10 @@ def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
     ``times``: any sequence of numbers or any 1-D buffer (``array('d')``, a numpy array —
     float64 is read without conversion). ``costs``: ``None`` (all 1) or a sequence / 1-D
     buffer of non-negative ints. The GIL is released for traces of 4096 events or more (a
-    chunk of 32768 events at a time): the trace must not change during the call.
+    chunk of 32768 events at a time): the trace must not change during the call. The
+    columns of a large result (4 MiB or more) live in an anonymous memory map advised for
+    transparent huge pages on Linux (far fewer page faults), else in a ``bytes``; either
+    way they are read-only views.
     """
     tc = _times_column(times)
     cc = None if costs is None else _costs_column(costs)
