@@ -595,19 +595,7 @@ impl SharedTokenBucket {
         let now_u = c.now_units_wrapping(now);
         let inc = cost * c.t.divisor(); // ≤ w: cost ≤ burst
         let s = self.tat.load(Ordering::Relaxed);
-        let d = s.wrapping_sub(now_u);
-        // `d < 2^63`: the TAT is `d` units ahead; otherwise in the past (ahead 0), which
-        // always fits (`0 ≤ W − inc`).
-        let ahead_now = d < HALF;
-        if ahead_now && d > c.w - inc {
-            return Err(d);
-        }
-        // On the chain from the load: one subtract (flags) and one select.
-        let new = if ahead_now {
-            s.wrapping_add(inc)
-        } else {
-            now_u.wrapping_add(inc)
-        };
+        let new = Self::next_word(s, now_u, inc, c.w - inc)?;
         if cost == 0 {
             return Ok(new.wrapping_sub(now_u));
         }
@@ -620,6 +608,26 @@ impl SharedTokenBucket {
         }
     }
 
+    /// The word after admitting `inc` units at `now_u` on the word `s`, or `Err(ahead)`
+    /// when it does not fit (`limit = W − inc`).
+    #[inline(always)]
+    const fn next_word(s: u64, now_u: u64, inc: u64, limit: u64) -> Result<u64, u64> {
+        let d = s.wrapping_sub(now_u);
+        // `d < 2^63`: the TAT is `d` units ahead; otherwise in the past (ahead 0), which
+        // always fits (`0 ≤ limit`).
+        let ahead_now = d < HALF;
+        if ahead_now && d > limit {
+            return Err(d);
+        }
+        // On the chain from the load: one subtract (flags) and one predicted branch; the
+        // new word depends on the load and `inc` only.
+        Ok(if ahead_now {
+            s.wrapping_add(inc)
+        } else {
+            now_u.wrapping_add(inc)
+        })
+    }
+
     /// [`SharedTokenBucket::step`] after a lost CAS race (`cost ≥ 1`), from the word `s`
     /// that won: the same step in a loop.
     #[cold]
@@ -627,16 +635,7 @@ impl SharedTokenBucket {
     fn step_retry(&self, mut s: u64, now_u: u64, inc: u64) -> Result<u64, u64> {
         let limit = self.config.w - inc;
         loop {
-            let d = s.wrapping_sub(now_u);
-            let ahead_now = d < HALF;
-            if ahead_now && d > limit {
-                return Err(d);
-            }
-            let new = if ahead_now {
-                s.wrapping_add(inc)
-            } else {
-                now_u.wrapping_add(inc)
-            };
+            let new = Self::next_word(s, now_u, inc, limit)?;
             match self
                 .tat
                 .compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed)
@@ -1223,7 +1222,10 @@ mod tests {
             let want = BatchDecision::from(twin.acquire(t, c).unwrap());
             assert_eq!(got[i], Some(want), "event {i}");
         }
-        assert!(!got[0].unwrap().allowed, "the interfering call took the only token");
+        assert!(
+            !got[0].unwrap().allowed,
+            "the interfering call took the only token"
+        );
         assert_eq!(tb.raw_state(), twin.raw_state());
     }
 
