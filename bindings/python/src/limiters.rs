@@ -147,8 +147,8 @@ pub(crate) struct PyTokenBucket {
     clock: TimeSource,
 }
 
-// One CAS per batch of events instead of one per admission (see `Fill::token_bucket`).
-shared_replay!(PyTokenBucket, fill = |s, f| f.token_bucket(&s.core));
+// One CAS per batch of events instead of one per admission (see `Fill::batch`).
+shared_replay!(PyTokenBucket, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyTokenBucket, |s| s.core, {
     #[new]
@@ -219,7 +219,7 @@ pub(crate) struct PyLeakyBucket {
     clock: TimeSource,
 }
 
-shared_replay!(PyLeakyBucket);
+shared_replay!(PyLeakyBucket, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyLeakyBucket, |s| s.core, {
     #[new]
@@ -317,7 +317,7 @@ pub(crate) struct PyFixedWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PyFixedWindow);
+shared_replay!(PyFixedWindow, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyFixedWindow, |s| s.core, {
     #[new]
@@ -362,7 +362,7 @@ pub(crate) struct PySlidingWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PySlidingWindow);
+shared_replay!(PySlidingWindow, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PySlidingWindow, |s| s.core, {
     #[new]

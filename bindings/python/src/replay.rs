@@ -9,9 +9,9 @@
 //! time here). Validation reads every chunk first (so a bad trace changes nothing); then,
 //! with the GIL released per chunk for traces of 4096 events or more, each event runs
 //! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes
-//! (a token bucket: the core's [`SharedTokenBucket::acquire_batch`], the same decisions
-//! with one CAS per batch and no branch on the verdict) — with no intermediate vectors and
-//! no per-event Python object. The manual clock is left at the last event's time.
+//! (the lock-free limiters run the core's [`BatchAcquire::acquire_batch`]: the same
+//! decisions with one CAS per batch of events) — with no intermediate vectors and no
+//! per-event Python object. The manual clock is left at the last event's time.
 //!
 //! The result: a small one is written straight into one new `bytes`. A large one is fresh
 //! memory whose 4 KiB page faults cost more than the decisions, so it goes into an `mmap`
@@ -27,7 +27,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice};
-use weir_core::{BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket};
+use weir_core::{
+    BatchAcquire, BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket,
+};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
@@ -108,11 +110,11 @@ impl Sink for Fill<'_> {
 }
 
 impl Fill<'_> {
-    /// The chunk through [`SharedTokenBucket::acquire_batch`]: the same decisions as
-    /// [`Sink::run`] over `acquire`, one CAS per batch, no branch on the verdict. A token
-    /// bucket never delays, so `delayed` is 0.
+    /// The chunk through the core's [`BatchAcquire::acquire_batch`] (token bucket, leaky
+    /// bucket, both windows): the same decisions as [`Sink::run`] over `acquire`, one CAS
+    /// per batch of events.
     #[inline]
-    pub(crate) fn token_bucket(self, core: &SharedTokenBucket) -> (u64, u64, Nanos) {
+    pub(crate) fn batch<B: BatchAcquire>(self, core: &B) -> (u64, u64, Nanos) {
         let Fill {
             times,
             costs,
@@ -130,9 +132,12 @@ impl Fill<'_> {
                 allowed: false,
                 remaining: 0,
                 retry_after: Nanos::MAX,
+                delay: Nanos::ZERO,
             });
             rem[i] = d.remaining.to_ne_bytes();
-            wait[i] = secs(d.retry_after).to_ne_bytes();
+            // At most one of the two is non-zero (see BYTES_PER_EVENT).
+            let w = if d.allowed { d.delay } else { d.retry_after };
+            wait[i] = secs(w).to_ne_bytes();
             allowed[i] = d.allowed as u8;
         };
         match costs {
@@ -142,9 +147,14 @@ impl Fill<'_> {
                 core.acquire_batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
             }
         }
-        let admitted = allowed.iter().map(|&a| u64::from(a)).sum();
+        // Counted afterwards, over the final outcomes (a redone batch writes twice).
+        let (mut admitted, mut delayed) = (0u64, 0u64);
+        for (&a, w) in allowed.iter().zip(wait.iter()) {
+            admitted += u64::from(a);
+            delayed += u64::from(a != 0 && f64::from_ne_bytes(*w) != 0.0);
+        }
         let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
-        (admitted, 0, last)
+        (admitted, delayed, last)
     }
 }
 

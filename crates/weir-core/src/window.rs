@@ -53,6 +53,7 @@
 //! ```
 
 use crate::arith::Divider;
+use crate::batch::{BatchAcquire, BatchDecision, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
@@ -226,8 +227,10 @@ impl FixedWindowConfig {
         1u64 << (self.p.ib() - 1)
     }
 
-    /// The pure step on a packed word: decision and new word.
-    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+    /// The lean step on a packed word: `(allowed, remaining, time to the window end, new
+    /// word)` — everything but the [`Decision`] built around it.
+    #[inline(always)]
+    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64) {
         let p = self.p;
         let w = self.window.divisor();
         let now_idx = self.window.div(now.0);
@@ -243,24 +246,48 @@ impl FixedWindowConfig {
             }
         };
         let end = Nanos(until_end(idx, w, now.0));
-        if count + cost <= self.limit {
-            let new = count + cost;
-            let d = Decision {
+        let fits = count + cost <= self.limit;
+        let after = if fits { count + cost } else { count };
+        (fits, self.limit - after, end, p.pack(idx, after, 0))
+    }
+
+    /// The pure step on a packed word: decision and new word.
+    #[inline]
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let (fits, remaining, end, new) = self.lean(word, now, cost);
+        let d = if fits {
+            Decision {
                 verdict: Verdict::Admit,
-                remaining: self.limit - new,
+                remaining,
                 retry_after: Nanos::ZERO,
-                reset_after: if new == 0 { Nanos::ZERO } else { end },
-            };
-            (d, changed(word, p.pack(idx, new, 0)))
+                reset_after: if remaining == self.limit {
+                    Nanos::ZERO
+                } else {
+                    end
+                },
+            }
         } else {
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Reject,
-                remaining: self.limit - count,
+                remaining,
                 retry_after: end,
                 reset_after: end,
-            };
-            (d, changed(word, p.pack(idx, count, 0)))
-        }
+            }
+        };
+        (d, changed(word, new))
+    }
+
+    /// [`FixedWindowConfig::step`]'s figures that a batch records, and the new word.
+    #[inline(always)]
+    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
+        let (fits, remaining, end, new) = self.lean(word, now, cost);
+        let d = BatchDecision {
+            allowed: fits,
+            remaining,
+            retry_after: if fits { Nanos::ZERO } else { end },
+            delay: Nanos::ZERO,
+        };
+        (d, new)
     }
 }
 
@@ -369,9 +396,14 @@ impl SlidingWindowConfig {
     }
 
     /// `⌈prev·(W − e)/W⌉`.
+    #[inline]
     fn weighted(&self, prev: u64, e: u64) -> u64 {
-        let w = self.window.divisor() as u128;
-        (prev as u128 * (w - e as u128)).div_ceil(w) as u64
+        let w = self.window.divisor();
+        // e < W. Usually the product fits 64 bits: divide by the precomputed divider.
+        match prev.checked_mul(w - e) {
+            Some(n) => self.window.div_ceil(n),
+            None => (prev as u128 * (w - e) as u128).div_ceil(w as u128) as u64,
+        }
     }
 
     /// Earliest elapsed `e' ≥ e` in a window with `prev` at which `⌈prev·(W − e')/W⌉ ≤ target`;
@@ -381,7 +413,11 @@ impl SlidingWindowConfig {
         if prev == 0 || target >= prev {
             return Some(0);
         }
-        let keep = (target as u128 * w as u128 / prev as u128) as u64; // < w
+        // < w; in 64 bits when the product fits (usually).
+        let keep = match target.checked_mul(w) {
+            Some(n) => n / prev,
+            None => (target as u128 * w as u128 / prev as u128) as u64,
+        };
         Some(w - keep).filter(|&e| e < w)
     }
 
@@ -436,7 +472,10 @@ impl SlidingWindowConfig {
         self.time_until_fits(v, r0 + 1)
     }
 
-    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+    /// The step without its times: the view, the offset of the view's instant from `now`,
+    /// the verdict, `remaining` and the new word.
+    #[inline(always)]
+    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (View, u64, bool, u64, u64) {
         let v = self.view(word, now);
         // Times are measured from the view's instant; under a rewind that instant is the
         // start of the stored window, later than `now`: add the difference.
@@ -445,30 +484,61 @@ impl SlidingWindowConfig {
             u64::try_from(at.saturating_sub(now.0 as u128)).unwrap_or(u64::MAX)
         };
         let est = v.pw + v.cur;
-        if est + cost <= self.limit {
+        let fits = est + cost <= self.limit;
+        let (remaining, cur) = if fits {
+            (self.limit - est - cost, v.cur + cost)
+        } else {
+            (self.limit.saturating_sub(est), v.cur)
+        };
+        let new = self.p.pack(v.idx, cur, v.prev);
+        (v, base, fits, remaining, new)
+    }
+
+    #[inline]
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let (v, base, fits, remaining, new) = self.lean(word, now, cost);
+        let d = if fits {
             let after = View {
                 cur: v.cur + cost,
                 ..v
             };
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Admit,
-                remaining: self.limit - est - cost,
+                remaining,
                 retry_after: Nanos::ZERO,
                 reset_after: Nanos(match self.time_until_less(&after) {
                     0 => 0,
                     t => base.saturating_add(t),
                 }),
-            };
-            (d, changed(word, self.p.pack(v.idx, v.cur + cost, v.prev)))
+            }
         } else {
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Reject,
-                remaining: self.limit.saturating_sub(est),
+                remaining,
                 retry_after: Nanos(base.saturating_add(self.time_until_fits(&v, cost))),
                 reset_after: Nanos(base.saturating_add(self.time_until_less(&v))),
-            };
-            (d, changed(word, self.p.pack(v.idx, v.cur, v.prev)))
-        }
+            }
+        };
+        (d, changed(word, new))
+    }
+
+    /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`),
+    /// and the new word.
+    #[inline(always)]
+    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
+        let (v, base, fits, remaining, new) = self.lean(word, now, cost);
+        let retry = if fits {
+            0
+        } else {
+            base.saturating_add(self.time_until_fits(&v, cost))
+        };
+        let d = BatchDecision {
+            allowed: fits,
+            remaining,
+            retry_after: Nanos(retry),
+            delay: Nanos::ZERO,
+        };
+        (d, new)
     }
 }
 
@@ -543,11 +613,17 @@ pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
 /// The packed-word step shared by both window kinds.
 trait WordStep {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
+    /// The same step's batch figures and new word (unchanged: the same word).
+    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64);
     fn limit_of(&self) -> u64;
 }
 impl WordStep for FixedWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
+    }
+    #[inline(always)]
+    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
+        self.batch_step(word, now, cost)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -556,6 +632,10 @@ impl WordStep for FixedWindowConfig {
 impl WordStep for SlidingWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
+    }
+    #[inline(always)]
+    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
+        self.batch_step(word, now, cost)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -624,6 +704,91 @@ impl<A: WordStep> SharedWindow<A> {
             .word_step(self.word.load(Ordering::Relaxed), now, 0)
             .0;
         d.remaining == self.config.limit_of() && d.reset_after.is_zero()
+    }
+
+    /// The raw packed word, for tests and diagnostics.
+    pub fn raw_state(&self) -> u64 {
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
+    /// hands each outcome to `write(i, ..)`: the verdict, `remaining` and `retry_after` of
+    /// `acquire`'s [`Decision`] (not `reset_after`, which a sliding-window counter
+    /// computes at some cost; `delay` is always zero), or its [`InsufficientCapacity`].
+    /// One load and one CAS per [`crate::batch::BATCH`] events, with the same step on a
+    /// local word; the contract (redone batches, atomicity) is
+    /// [`BatchAcquire::acquire_batch`]'s.
+    #[inline]
+    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        run_batches(
+            &self.word,
+            len,
+            event,
+            write,
+            |s0, a, b, event, write| self.run_local(s0, a, b, event, write),
+            |a, b, event, write| self.acquire_each(a, b, event, write),
+        );
+    }
+
+    /// Events `a..b` on the local word `s`: the new word and whether any step changed it
+    /// (every step writes its normalised word, rejections and cost 0 included).
+    #[inline(always)]
+    fn run_local<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let limit = self.config.limit_of();
+        let mut wrote = false;
+        for i in a..b {
+            let (now, cost) = event(i);
+            if let Err(e) = capacity_check(limit, cost) {
+                write(i, Err(e));
+                continue;
+            }
+            let (d, new) = self.config.word_batch_step(s, now, cost);
+            wrote |= new != s;
+            s = new;
+            write(i, Ok(d));
+        }
+        (s, wrote)
+    }
+
+    /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
+    #[cold]
+    #[inline(never)]
+    fn acquire_each<E, W>(&self, a: usize, b: usize, event: &mut E, write: &mut W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        for i in a..b {
+            let (now, cost) = event(i);
+            write(i, self.acquire(now, cost).map(BatchDecision::from));
+        }
+    }
+}
+
+#[allow(private_bounds)]
+impl<A: WordStep> BatchAcquire for SharedWindow<A> {
+    #[inline]
+    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        SharedWindow::acquire_batch(self, len, event, write);
     }
 }
 
