@@ -493,6 +493,11 @@ impl PyLimiter for PySlidingLog {
         with_log!(&mut *self.core.lock(), |l| k
             .run(|t, c| checked(l.acquire(t, c))))
     }
+    #[inline]
+    fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {
+        // One lock per chunk; the core's batch step (no Decision, no reset_after).
+        with_log!(&mut *self.core.lock(), |l| f.batch(&mut **l))
+    }
 }
 
 limiter_methods!(PySlidingLog, |s| s.core, {

@@ -9,9 +9,9 @@
 //! time here). Validation reads every chunk first (so a bad trace changes nothing); then,
 //! with the GIL released per chunk for traces of 4096 events or more, each event runs
 //! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes
-//! (the lock-free limiters run the core's [`BatchAcquire::acquire_batch`]: the same
-//! decisions with one CAS per batch of events) — with no intermediate vectors and no
-//! per-event Python object. The manual clock is left at the last event's time.
+//! (every limiter runs the core's `acquire_batch`: the same decisions without a `Decision`
+//! per event, and for the lock-free ones one CAS per batch of events) — with no
+//! intermediate vectors and no per-event Python object. The manual clock is left at the last event's time.
 //!
 //! The result: a small one is written straight into one new `bytes`. A large one is fresh
 //! memory whose 4 KiB page faults cost more than the decisions, so it goes into an `mmap`
@@ -29,6 +29,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice};
 use weir_core::{
     BatchAcquire, BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket,
+    SlidingLog,
 };
 
 /// Traces at least this long run without the GIL.
@@ -109,12 +110,42 @@ impl Sink for Fill<'_> {
     }
 }
 
+/// A core with an `acquire_batch`: the lock-free limiters ([`BatchAcquire`], one CAS per
+/// batch of events) and the single-owner sliding log (under the caller's lock).
+pub(crate) trait Batched {
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
+}
+
+impl<B: BatchAcquire> Batched for &B {
+    #[inline(always)]
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.acquire_batch(len, event, write);
+    }
+}
+
+impl<const N: usize> Batched for &mut SlidingLog<N> {
+    #[inline(always)]
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.acquire_batch(len, event, write);
+    }
+}
+
 impl Fill<'_> {
-    /// The chunk through the core's [`BatchAcquire::acquire_batch`] (token bucket, leaky
-    /// bucket, both windows): the same decisions as [`Sink::run`] over `acquire`, one CAS
-    /// per batch of events.
+    /// The chunk through the core's `acquire_batch` ([`Batched`]: every limiter): the same
+    /// decisions as [`Sink::run`] over `acquire`, without building a `Decision` per event.
     #[inline]
-    pub(crate) fn batch<B: BatchAcquire>(self, core: &B) -> (u64, u64, Nanos) {
+    pub(crate) fn batch<B: Batched>(self, core: B) -> (u64, u64, Nanos) {
         let Fill {
             times,
             costs,
@@ -141,10 +172,10 @@ impl Fill<'_> {
             allowed[i] = d.allowed as u8;
         };
         match costs {
-            None => core.acquire_batch(k, |i| (at(i), 1), write),
+            None => core.batch(k, |i| (at(i), 1), write),
             Some(c) => {
                 let (c, _) = c.as_chunks::<8>();
-                core.acquire_batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
+                core.batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
             }
         }
         // Counted afterwards, over the final outcomes (a redone batch writes twice).

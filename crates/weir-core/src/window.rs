@@ -365,6 +365,9 @@ struct View {
     e: u64,
     /// `⌈prev·(W − e)/W⌉`.
     pw: u64,
+    /// Time from `now` to the view's instant: zero unless the clock rewound (then the
+    /// view is at the start of the stored window, later than `now`).
+    base: u64,
 }
 
 impl SlidingWindowConfig {
@@ -396,7 +399,7 @@ impl SlidingWindowConfig {
     }
 
     /// `⌈prev·(W − e)/W⌉`.
-    #[inline]
+    #[inline(always)]
     fn weighted(&self, prev: u64, e: u64) -> u64 {
         let w = self.window.divisor();
         // e < W. Usually the product fits 64 bits: divide by the precomputed divider.
@@ -408,6 +411,7 @@ impl SlidingWindowConfig {
 
     /// Earliest elapsed `e' ≥ e` in a window with `prev` at which `⌈prev·(W − e')/W⌉ ≤ target`;
     /// `None` when only at the window end (or later).
+    #[inline(always)]
     fn weight_at_most(&self, prev: u64, target: u64) -> Option<u64> {
         let w = self.window.divisor();
         if prev == 0 || target >= prev {
@@ -421,20 +425,33 @@ impl SlidingWindowConfig {
         Some(w - keep).filter(|&e| e < w)
     }
 
+    #[inline(always)]
     fn view(&self, word: u64, now: Nanos) -> View {
         let p = self.p;
         let w = self.window.divisor();
         let now_idx = self.window.div(now.0);
         let (c_prev, c_cur) = (p.c1(word), p.c0(word));
-        let (idx, prev, cur, e) = if c_prev == 0 && c_cur == 0 {
-            (now_idx, 0, 0, now.0 - now_idx * w)
+        let e_now = now.0 - now_idx * w;
+        let (idx, prev, cur, e, base) = if c_prev == 0 && c_cur == 0 {
+            (now_idx, 0, 0, e_now, 0)
         } else {
             let stored = p.idx(word);
             match p.rel(stored, now_idx) {
-                Rel::Same => (now_idx, c_prev, c_cur, now.0 - now_idx * w),
-                Rel::Next => (now_idx, c_cur, 0, now.0 - now_idx * w),
-                Rel::Later => (now_idx, 0, 0, now.0 - now_idx * w),
-                Rel::Rewind => (p.ahead_index(stored, now_idx), c_prev, c_cur, 0),
+                Rel::Same => (now_idx, c_prev, c_cur, e_now, 0),
+                Rel::Next => (now_idx, c_cur, 0, e_now, 0),
+                Rel::Later => (now_idx, 0, 0, e_now, 0),
+                Rel::Rewind => {
+                    let idx = p.ahead_index(stored, now_idx);
+                    let at = idx as u128 * w as u128;
+                    let base = at.saturating_sub(now.0 as u128);
+                    (
+                        idx,
+                        c_prev,
+                        c_cur,
+                        0,
+                        u64::try_from(base).unwrap_or(u64::MAX),
+                    )
+                }
             }
         };
         View {
@@ -443,10 +460,12 @@ impl SlidingWindowConfig {
             cur,
             e,
             pw: self.weighted(prev, e),
+            base,
         }
     }
 
     /// Time from the view's instant until `pw' + cur' + cost ≤ limit`.
+    #[inline(always)]
     fn time_until_fits(&self, v: &View, cost: u64) -> u64 {
         let w = self.window.divisor();
         if v.cur + cost <= self.limit
@@ -477,20 +496,16 @@ impl SlidingWindowConfig {
     #[inline(always)]
     fn lean(&self, word: u64, now: Nanos, cost: u64) -> (View, u64, bool, u64, u64) {
         let v = self.view(word, now);
-        // Times are measured from the view's instant; under a rewind that instant is the
-        // start of the stored window, later than `now`: add the difference.
-        let base = {
-            let at = v.idx as u128 * self.window.divisor() as u128 + v.e as u128;
-            u64::try_from(at.saturating_sub(now.0 as u128)).unwrap_or(u64::MAX)
-        };
+        // Times are measured from the view's instant (`base` after `now`).
+        let base = v.base;
         let est = v.pw + v.cur;
         let fits = est + cost <= self.limit;
-        let (remaining, cur) = if fits {
-            (self.limit - est - cost, v.cur + cost)
-        } else {
-            (self.limit.saturating_sub(est), v.cur)
-        };
-        let new = self.p.pack(v.idx, cur, v.prev);
+        // By selects, not branches: the verdict flips at random on a trace over the limit.
+        // Admitted: `limit − est − cost` (no saturation: it fits); rejected: `limit − est`,
+        // saturating (a shrunken weight can leave `est` above the limit after a rewind).
+        let taken = if fits { cost } else { 0 };
+        let remaining = self.limit.saturating_sub(est + taken);
+        let new = self.p.pack(v.idx, v.cur + taken, v.prev);
         (v, base, fits, remaining, new)
     }
 
@@ -522,23 +537,96 @@ impl SlidingWindowConfig {
         (d, changed(word, new))
     }
 
-    /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`),
-    /// and the new word.
+    /// Events `a..b` of a batch on the local word `s` (see [`WordStep::run_local`]), with
+    /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`).
+    ///
+    /// The word is kept decoded between events: the full index of its window, that
+    /// window's start and both counts. An event inside that window (the usual case on a
+    /// sorted trace) is then `step` without the division by `W`, the unpacking, the window
+    /// relation and the packing — the same integers, since `step` on the packed word sees
+    /// the same window (`Rel::Same`, or all counts zero) with `e = now − start` and writes
+    /// back `pack(idx, cur + taken, prev)`, which changes the word iff `taken > 0`. Any
+    /// other event (the first of the batch, a new window, a rewind) runs `step`'s own
+    /// [`SlidingWindowConfig::lean`] on the packed word and decodes the result.
     #[inline(always)]
-    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
-        let (v, base, fits, remaining, new) = self.lean(word, now, cost);
-        let retry = if fits {
-            0
-        } else {
-            base.saturating_add(self.time_until_fits(&v, cost))
-        };
-        let d = BatchDecision {
-            allowed: fits,
-            remaining,
-            retry_after: Nanos(retry),
-            delay: Nanos::ZERO,
-        };
-        (d, new)
+    fn run_decoded<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let (limit, w, p) = (self.limit, self.window.divisor(), self.p);
+        let mut wrote = false;
+        // The decoded word; `valid` once an event decoded it and its window start fits.
+        let (mut idx, mut start, mut prev, mut cur, mut valid) = (0u64, 0u64, 0u64, 0u64, false);
+        for i in a..b {
+            let (now, cost) = event(i);
+            if let Err(e) = capacity_check(limit, cost) {
+                write(i, Err(e));
+                continue;
+            }
+            let e = now.0.wrapping_sub(start);
+            let (fits, remaining, retry) = if valid & (now.0 >= start) & (e < w) {
+                let pw = self.weighted(prev, e);
+                let est = pw + cur;
+                let fits = est + cost <= limit;
+                let taken = if fits { cost } else { 0 };
+                let remaining = limit.saturating_sub(est + taken);
+                let retry = if fits {
+                    0
+                } else {
+                    let v = View {
+                        idx,
+                        prev,
+                        cur,
+                        e,
+                        pw,
+                        base: 0,
+                    };
+                    self.time_until_fits(&v, cost)
+                };
+                cur += taken;
+                wrote |= taken != 0;
+                (fits, remaining, retry)
+            } else {
+                if valid {
+                    s = p.pack(idx, cur, prev);
+                }
+                let (v, base, fits, remaining, new) = self.lean(s, now, cost);
+                let retry = if fits {
+                    0
+                } else {
+                    base.saturating_add(self.time_until_fits(&v, cost))
+                };
+                wrote |= new != s;
+                s = new;
+                (idx, prev, cur) = (v.idx, p.c1(new), p.c0(new));
+                (start, valid) = match idx.checked_mul(w) {
+                    Some(st) => (st, true),
+                    None => (0, false),
+                };
+                (fits, remaining, retry)
+            };
+            write(
+                i,
+                Ok(BatchDecision {
+                    allowed: fits,
+                    remaining,
+                    retry_after: Nanos(retry),
+                    delay: Nanos::ZERO,
+                }),
+            );
+        }
+        if valid {
+            s = p.pack(idx, cur, prev);
+        }
+        (s, wrote)
     }
 }
 
@@ -613,17 +701,52 @@ pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
 /// The packed-word step shared by both window kinds.
 trait WordStep {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
-    /// The same step's batch figures and new word (unchanged: the same word).
-    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64);
+    /// Events `a..b` of a batch on the local word `s`: the new word and whether any step
+    /// changed it (every step writes its normalised word, rejections and cost 0 included).
+    fn run_local<E, W>(
+        &self,
+        s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
     fn limit_of(&self) -> u64;
 }
 impl WordStep for FixedWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
     }
+    /// The step on the packed word, event by event (it is cheap: no weights).
     #[inline(always)]
-    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
-        self.batch_step(word, now, cost)
+    fn run_local<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let mut wrote = false;
+        for i in a..b {
+            let (now, cost) = event(i);
+            if let Err(e) = capacity_check(self.limit, cost) {
+                write(i, Err(e));
+                continue;
+            }
+            let (d, new) = self.batch_step(s, now, cost);
+            wrote |= new != s;
+            s = new;
+            write(i, Ok(d));
+        }
+        (s, wrote)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -633,9 +756,21 @@ impl WordStep for SlidingWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
     }
+    /// The counter's step on a decoded word: see [`SlidingWindowConfig::run_decoded`].
     #[inline(always)]
-    fn word_batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
-        self.batch_step(word, now, cost)
+    fn run_local<E, W>(
+        &self,
+        s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.run_decoded(s, a, b, event, write)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -729,40 +864,9 @@ impl<A: WordStep> SharedWindow<A> {
             len,
             event,
             write,
-            |s0, a, b, event, write| self.run_local(s0, a, b, event, write),
+            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
             |a, b, event, write| self.acquire_each(a, b, event, write),
         );
-    }
-
-    /// Events `a..b` on the local word `s`: the new word and whether any step changed it
-    /// (every step writes its normalised word, rejections and cost 0 included).
-    #[inline(always)]
-    fn run_local<E, W>(
-        &self,
-        mut s: u64,
-        a: usize,
-        b: usize,
-        event: &mut E,
-        write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        let limit = self.config.limit_of();
-        let mut wrote = false;
-        for i in a..b {
-            let (now, cost) = event(i);
-            if let Err(e) = capacity_check(limit, cost) {
-                write(i, Err(e));
-                continue;
-            }
-            let (d, new) = self.config.word_batch_step(s, now, cost);
-            wrote |= new != s;
-            s = new;
-            write(i, Ok(d));
-        }
-        (s, wrote)
     }
 
     /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
