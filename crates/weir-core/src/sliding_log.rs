@@ -373,6 +373,8 @@ impl Cursor {
 
 #[cfg(test)]
 mod tests {
+    extern crate alloc;
+
     use super::*;
 
     #[test]
@@ -412,7 +414,7 @@ mod tests {
         let mut x = seed | 1;
         let mut t = 0u64;
         let n = if cfg!(miri) { 60 } else { 700 };
-        let events: std::vec::Vec<(u64, u64)> = (0..n)
+        let events: alloc::vec::Vec<(u64, u64)> = (0..n)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
