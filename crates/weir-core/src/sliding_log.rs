@@ -422,7 +422,7 @@ mod tests {
                 t = match x % 16 {
                     0 => t.saturating_sub(x >> 40),
                     1 => [0, u64::MAX, u64::MAX / 2, x][(x >> 8) as usize % 4],
-                    2 => t.saturating_add(window * ((x >> 30) % 3)),
+                    2 => t.saturating_add(window.saturating_mul((x >> 30) % 3)),
                     _ => t.saturating_add((x >> 20) % (window / limit + 2)),
                 };
                 let cost = match (x >> 4) % 8 {
