@@ -467,17 +467,34 @@ impl SlidingWindowConfig {
     /// Time from the view's instant until `pw' + cur' + cost ≤ limit`.
     #[inline(always)]
     fn time_until_fits(&self, v: &View, cost: u64) -> u64 {
+        Self::until(self.fit_point(v.prev, v.cur, cost), v.e)
+    }
+
+    /// `fit − e`, saturating at both ends (what [`SlidingWindowConfig::time_until_fits`]
+    /// computes from a [`SlidingWindowConfig::fit_point`]).
+    #[inline(always)]
+    fn until(fit: u128, e: u64) -> u64 {
+        u64::try_from(fit.saturating_sub(e as u128)).unwrap_or(u64::MAX)
+    }
+
+    /// The elapsed time in the view's window (possibly beyond it: in the next one, `W +
+    /// e'`) from which `cost` fits with counts `prev` and `cur`, computed without the
+    /// view's own elapsed time `e`: the wait is `fit − e`, saturating at 0 (an `e` past
+    /// the point: it fits now) and at `u64::MAX`. It depends on the counts and the cost
+    /// only, so a batch reuses it across a run of rejections.
+    #[inline(always)]
+    fn fit_point(&self, prev: u64, cur: u64, cost: u64) -> u128 {
         let w = self.window.divisor();
-        if v.cur + cost <= self.limit
-            && let Some(e) = self.weight_at_most(v.prev, self.limit - v.cur - cost)
+        if cur + cost <= self.limit
+            && let Some(e) = self.weight_at_most(prev, self.limit - cur - cost)
         {
-            return e.saturating_sub(v.e);
+            return e as u128;
         }
-        let to_end = w - v.e;
-        match self.weight_at_most(v.cur, self.limit - cost) {
-            Some(e) => to_end.saturating_add(e),
-            None => to_end.saturating_add(w),
-        }
+        let next = match self.weight_at_most(cur, self.limit - cost) {
+            Some(e) => e,
+            None => w,
+        };
+        w as u128 + next as u128
     }
 
     /// Time from the view's instant until `remaining` (`limit − min(est, limit)`) grows by
@@ -565,6 +582,8 @@ impl SlidingWindowConfig {
         let mut wrote = false;
         // The decoded word; `valid` once an event decoded it and its window start fits.
         let (mut idx, mut start, mut prev, mut cur, mut valid) = (0u64, 0u64, 0u64, 0u64, false);
+        // The last fit point computed on the fast path, and its counts and cost.
+        let mut memo = ((0u64, 0u64, u64::MAX), 0u128);
         for i in a..b {
             let (now, cost) = event(i);
             if let Err(e) = capacity_check(limit, cost) {
@@ -581,15 +600,11 @@ impl SlidingWindowConfig {
                 let retry = if fits {
                     0
                 } else {
-                    let v = View {
-                        idx,
-                        prev,
-                        cur,
-                        e,
-                        pw,
-                        base: 0,
-                    };
-                    self.time_until_fits(&v, cost)
+                    // A run of rejections shares its counts: one division per run.
+                    if memo.0 != (prev, cur, cost) {
+                        memo = ((prev, cur, cost), self.fit_point(prev, cur, cost));
+                    }
+                    Self::until(memo.1, e)
                 };
                 cur += taken;
                 wrote |= taken != 0;
