@@ -113,6 +113,8 @@ impl Sink for Fill<'_> {
 /// A core with an `acquire_batch`: the lock-free limiters ([`BatchAcquire`], one CAS per
 /// batch of events) and the single-owner sliding log (under the caller's lock).
 pub(crate) trait Batched {
+    /// [`BatchAcquire::DELAYS`]: whether the `wait` column may hold a delay.
+    const DELAYS: bool;
     fn batch<E, W>(self, len: usize, event: E, write: W)
     where
         E: FnMut(usize) -> (Nanos, u64),
@@ -120,6 +122,7 @@ pub(crate) trait Batched {
 }
 
 impl<B: BatchAcquire> Batched for &B {
+    const DELAYS: bool = B::DELAYS;
     #[inline(always)]
     fn batch<E, W>(self, len: usize, event: E, write: W)
     where
@@ -131,6 +134,7 @@ impl<B: BatchAcquire> Batched for &B {
 }
 
 impl<const N: usize> Batched for &mut SlidingLog<N> {
+    const DELAYS: bool = false;
     #[inline(always)]
     fn batch<E, W>(self, len: usize, event: E, write: W)
     where
@@ -166,8 +170,13 @@ impl Fill<'_> {
                 delay: Nanos::ZERO,
             });
             rem[i] = d.remaining.to_ne_bytes();
-            // At most one of the two is non-zero (see BYTES_PER_EVENT).
-            let w = if d.allowed { d.delay } else { d.retry_after };
+            // At most one of the two is non-zero (see BYTES_PER_EVENT); without delays
+            // `retry_after` is zero when allowed.
+            let w = if B::DELAYS && d.allowed {
+                d.delay
+            } else {
+                d.retry_after
+            };
             wait[i] = secs(w).to_ne_bytes();
             allowed[i] = d.allowed as u8;
         };
@@ -179,11 +188,16 @@ impl Fill<'_> {
             }
         }
         // Counted afterwards, over the final outcomes (a redone batch writes twice).
-        let (mut admitted, mut delayed) = (0u64, 0u64);
-        for (&a, w) in allowed.iter().zip(wait.iter()) {
-            admitted += u64::from(a);
-            delayed += u64::from(a != 0 && f64::from_ne_bytes(*w) != 0.0);
-        }
+        let admitted = allowed.iter().map(|&a| u64::from(a)).sum();
+        let delayed = if B::DELAYS {
+            allowed
+                .iter()
+                .zip(wait.iter())
+                .map(|(&a, w)| u64::from(a != 0 && f64::from_ne_bytes(*w) != 0.0))
+                .sum()
+        } else {
+            0
+        };
         let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
         (admitted, delayed, last)
     }

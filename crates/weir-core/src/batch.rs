@@ -57,6 +57,10 @@ impl From<Decision> for BatchDecision {
 /// A lock-free limiter that decides a run of events with one CAS per [`BATCH`]; see the
 /// [module docs](self).
 pub trait BatchAcquire {
+    /// Whether an outcome can carry a non-zero [`BatchDecision::delay`] (only a leaky
+    /// bucket delays), so a caller can skip that column otherwise.
+    const DELAYS: bool = false;
+
     /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
     /// hands each outcome to `write(i, ..)`.
     ///

@@ -420,6 +420,8 @@ impl SharedLeakyBucket {
 }
 
 impl BatchAcquire for SharedLeakyBucket {
+    const DELAYS: bool = true;
+
     #[inline]
     fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
     where
