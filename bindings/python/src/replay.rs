@@ -238,14 +238,22 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
 }
 
 /// [`Nanos::as_secs_f64`], bit for bit: below 2^63 (every `retry_after` of a token
-/// bucket: the core's numerators are below 2^63) the integer converts with one signed
-/// `cvtsi2sd` instead of the unsigned sequence.
+/// bucket: the core's numerators are below 2^63; in practice every other one too) the
+/// integer converts with one signed `cvtsi2sd` instead of the unsigned sequence. The rest
+/// goes out of line, so the compiler cannot merge the two into the unsigned sequence.
 #[inline(always)]
 fn secs(n: Nanos) -> f64 {
     match i64::try_from(n.0) {
         Ok(i) => i as f64 / 1e9,
-        Err(_) => n.as_secs_f64(),
+        Err(_) => secs_wide(n),
     }
+}
+
+/// [`secs`] from 2^63 ns on.
+#[cold]
+#[inline(never)]
+fn secs_wide(n: Nanos) -> f64 {
+    n.as_secs_f64()
 }
 
 /// A column of 8-byte items: a `bytes` (read in place) or a 1-D `memoryview` with 8-byte
