@@ -4,13 +4,41 @@
 //! shared form's horizon; with a monotone clock the verdict (admit / delay `d` / reject)
 //! and `remaining` equal nginx's algorithm in exact arithmetic, and idleness agrees; after
 //! a rewind the bucket is never more lenient than nginx ("no time passed"); the times in
-//! every decision are exact (see [`crate::times`]); no panic anywhere.
+//! every decision are exact (see [`crate::times`]); no panic anywhere;
+//! `SharedLeakyBucket::acquire_batch` over each run of acquisitions (cut at every peek) on
+//! another copy gives the shared `acquire`'s verdicts, `remaining`, `retry_after`, `delay`
+//! and errors, and leaves the same state word.
 
 use crate::num::{N, Tick};
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::NginxModel;
-use weir_core::{LeakyBucket, Nanos, SharedLeakyBucket, Verdict};
+use weir_core::{
+    BatchDecision, InsufficientCapacity, LeakyBucket, Nanos, SharedLeakyBucket, Verdict,
+};
+
+/// One acquisition for the batch copy: `(now, cost, the shared acquire's outcome)`.
+type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
+
+/// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
+/// and the final word against the shared `acquire`'s (`shared`, already past them).
+fn flush_batch(batch: &SharedLeakyBucket, pending: &mut Vec<Pending>, shared: &SharedLeakyBucket) {
+    let mut got = vec![None; pending.len()];
+    batch.acquire_batch(
+        pending.len(),
+        |i| (Nanos(pending[i].0), pending[i].1),
+        |i, d| got[i] = Some(d),
+    );
+    for (i, &(t, c, want)) in pending.iter().enumerate() {
+        assert_eq!(
+            got[i],
+            Some(want),
+            "acquire_batch event {i} at {t}, cost {c}"
+        );
+    }
+    assert_eq!(batch.raw_state(), shared.raw_state(), "acquire_batch state");
+    pending.clear();
+}
 
 /// A configuration and an operation sequence.
 #[derive(Debug, Arbitrary)]
@@ -42,6 +70,8 @@ pub fn check(input: Input) {
         return;
     };
     let sh = SharedLeakyBucket::new(rate, Nanos(per), burst, delay, input.nodelay).unwrap();
+    let sh_batch = SharedLeakyBucket::new(rate, Nanos(per), burst, delay, input.nodelay).unwrap();
+    let mut pending: Vec<Pending> = Vec::new();
     let horizon = sh.config().horizon().0;
     // The model works in u128 products of the parameters: keep it to moderate values.
     let mut small = rate < 1 << 40 && per < 1 << 40 && burst < 32;
@@ -64,8 +94,12 @@ pub fn check(input: Input) {
         let (d, s) = if acquire {
             (lb.acquire(Nanos(now), cost), sh.acquire(Nanos(now), cost))
         } else {
+            flush_batch(&sh_batch, &mut pending, &sh);
             (lb.peek(Nanos(now), cost), sh.peek(Nanos(now), cost))
         };
+        if acquire {
+            pending.push((now, cost, s.map(BatchDecision::from)));
+        }
         if exact {
             assert_eq!(d, s, "shared vs single-owner at {now}, cost {cost}");
         }
@@ -109,4 +143,5 @@ pub fn check(input: Input) {
             small = false;
         }
     }
+    flush_batch(&sh_batch, &mut pending, &sh);
 }

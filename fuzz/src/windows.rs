@@ -4,15 +4,59 @@
 //! Checked: shared == single-owner always; the model's decision while the stored window is
 //! within the documented horizon (in windows) of the current one; times in decisions exact
 //! (fixed window and log; the counter's `retry_after` bound); the log never counts more
-//! than `limit` admissions in any window of length `W` (exact sliding window); no panic.
+//! than `limit` admissions in any window of length `W` (exact sliding window); no panic;
+//! `acquire_batch` of each (the shared windows and the single-owner log) over each run of
+//! acquisitions (cut at every peek) on another copy gives `acquire`'s verdicts,
+//! `remaining`, `retry_after` and errors, and leaves the same state.
 
 use crate::num::{N, Tick};
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::{FixedWindowModel, SlidingCounterModel, SlidingLogModel};
 use weir_core::{
-    FixedWindow, Nanos, SharedFixedWindow, SharedSlidingWindow, SlidingLog, SlidingWindow,
+    BatchAcquire, BatchDecision, FixedWindow, InsufficientCapacity, Nanos, SharedFixedWindow,
+    SharedSlidingWindow, SlidingLog, SlidingWindow,
 };
+
+/// One acquisition for a batch copy: `(now, cost, acquire's outcome)`.
+type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
+
+/// Runs `pending` through `batch` (an `acquire_batch`) and checks each outcome against
+/// `acquire`'s; the caller compares the states.
+fn flush(
+    pending: &mut Vec<Pending>,
+    what: &str,
+    batch: impl FnOnce(&[Pending], &mut [Option<Result<BatchDecision, InsufficientCapacity>>]),
+) {
+    let mut got = vec![None; pending.len()];
+    batch(pending, &mut got);
+    for (i, &(t, c, want)) in pending.iter().enumerate() {
+        assert_eq!(
+            got[i],
+            Some(want),
+            "{what} acquire_batch event {i} at {t}, cost {c}"
+        );
+    }
+    pending.clear();
+}
+
+/// A shared window's batch copy: flushes `pending` into it and compares the words.
+fn flush_shared<B: BatchAcquire>(
+    pending: &mut Vec<Pending>,
+    what: &str,
+    batch: &B,
+    words: impl Fn(&B) -> (u64, u64),
+) {
+    flush(pending, what, |p, got| {
+        batch.acquire_batch(
+            p.len(),
+            |i| (Nanos(p[i].0), p[i].1),
+            |i, d| got[i] = Some(d),
+        );
+    });
+    let (b, s) = words(batch);
+    assert_eq!(b, s, "{what} acquire_batch state");
+}
 
 /// Log capacity for the sliding-log checks.
 const LOG: usize = 16;
@@ -46,6 +90,43 @@ pub fn check(input: Input) {
     let counter_sh = SharedSlidingWindow::new(limit, Nanos(window)).ok();
     assert_eq!(counter.is_some(), counter_sh.is_some());
     let mut log = SlidingLog::<LOG>::new(limit, Nanos(window)).ok();
+    let fixed_batch = SharedFixedWindow::new(limit, Nanos(window)).ok();
+    let counter_batch = SharedSlidingWindow::new(limit, Nanos(window)).ok();
+    let mut log_batch = log.clone();
+    let (mut fixed_p, mut counter_p, mut log_p): (Vec<Pending>, Vec<Pending>, Vec<Pending>) =
+        (Vec::new(), Vec::new(), Vec::new());
+    // Each batch copy takes the pending acquisitions and must end in its twin's state.
+    let mut flush_all = |fixed_p: &mut Vec<Pending>,
+                         counter_p: &mut Vec<Pending>,
+                         log_p: &mut Vec<Pending>,
+                         fixed_sh: Option<&SharedFixedWindow>,
+                         counter_sh: Option<&SharedSlidingWindow>,
+                         log: Option<&SlidingLog<LOG>>,
+                         probe: u64| {
+        if let (Some(b), Some(s)) = (fixed_batch.as_ref(), fixed_sh) {
+            flush_shared(fixed_p, "fixed", b, |b| (b.raw_state(), s.raw_state()));
+        }
+        if let (Some(b), Some(s)) = (counter_batch.as_ref(), counter_sh) {
+            flush_shared(counter_p, "counter", b, |b| (b.raw_state(), s.raw_state()));
+        }
+        if let (Some(b), Some(s)) = (log_batch.as_mut(), log) {
+            flush(log_p, "log", |p, got| {
+                b.acquire_batch(
+                    p.len(),
+                    |i| (Nanos(p[i].0), p[i].1),
+                    |i, d| got[i] = Some(d),
+                );
+            });
+            assert_eq!(b.state().len(), s.state().len(), "log acquire_batch length");
+            for t in [0, probe, u64::MAX] {
+                assert_eq!(
+                    b.peek(Nanos(t), 1),
+                    s.peek(Nanos(t), 1),
+                    "log acquire_batch state"
+                );
+            }
+        }
+    };
     if fixed.is_none() && counter.is_none() && log.is_none() {
         return;
     }
@@ -78,6 +159,17 @@ pub fn check(input: Input) {
                 .is_none_or(|(i, p, c)| p == 0 && c == 0 || i.abs_diff(idx) < c_h);
         }
         let t = Nanos(now);
+        if !acquire {
+            flush_all(
+                &mut fixed_p,
+                &mut counter_p,
+                &mut log_p,
+                fixed_sh.as_ref(),
+                counter_sh.as_ref(),
+                log.as_ref(),
+                now,
+            );
+        }
         if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {
             let before = f.clone();
             let (d, s) = if acquire {
@@ -86,6 +178,9 @@ pub fn check(input: Input) {
                 (f.peek(t, cost), fs.peek(t, cost))
             };
             assert_eq!(d, s, "fixed: shared vs single-owner");
+            if acquire {
+                fixed_p.push((now, cost, s.map(BatchDecision::from)));
+            }
             match d {
                 Ok(d) => {
                     let mut after = before.clone();
@@ -106,6 +201,9 @@ pub fn check(input: Input) {
                 (c.peek(t, cost), cs.peek(t, cost))
             };
             assert_eq!(d, s, "counter: shared vs single-owner");
+            if acquire {
+                counter_p.push((now, cost, s.map(BatchDecision::from)));
+            }
             match d {
                 Ok(d) => {
                     let mut after = before.clone();
@@ -126,6 +224,9 @@ pub fn check(input: Input) {
             } else {
                 l.peek(t, cost)
             };
+            if acquire {
+                log_p.push((now, cost, d.map(BatchDecision::from)));
+            }
             // the log's latest instant moves on acquisitions it evaluates (not on a cost
             // above its capacity, refused before looking at the clock)
             if acquire && d.is_ok() {
@@ -160,4 +261,13 @@ pub fn check(input: Input) {
             }
         }
     }
+    flush_all(
+        &mut fixed_p,
+        &mut counter_p,
+        &mut log_p,
+        fixed_sh.as_ref(),
+        counter_sh.as_ref(),
+        log.as_ref(),
+        now,
+    );
 }

@@ -147,8 +147,8 @@ pub(crate) struct PyTokenBucket {
     clock: TimeSource,
 }
 
-// One CAS per batch of events instead of one per admission (see `Fill::token_bucket`).
-shared_replay!(PyTokenBucket, fill = |s, f| f.token_bucket(&s.core));
+// One CAS per batch of events instead of one per admission (see `Fill::batch`).
+shared_replay!(PyTokenBucket, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyTokenBucket, |s| s.core, {
     #[new]
@@ -219,7 +219,7 @@ pub(crate) struct PyLeakyBucket {
     clock: TimeSource,
 }
 
-shared_replay!(PyLeakyBucket);
+shared_replay!(PyLeakyBucket, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyLeakyBucket, |s| s.core, {
     #[new]
@@ -317,7 +317,7 @@ pub(crate) struct PyFixedWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PyFixedWindow);
+shared_replay!(PyFixedWindow, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PyFixedWindow, |s| s.core, {
     #[new]
@@ -362,7 +362,7 @@ pub(crate) struct PySlidingWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PySlidingWindow);
+shared_replay!(PySlidingWindow, fill = |s, f| f.batch(&s.core));
 
 limiter_methods!(PySlidingWindow, |s| s.core, {
     #[new]
@@ -492,6 +492,11 @@ impl PyLimiter for PySlidingLog {
         // One lock for the whole trace.
         with_log!(&mut *self.core.lock(), |l| k
             .run(|t, c| checked(l.acquire(t, c))))
+    }
+    #[inline]
+    fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {
+        // One lock per chunk; the core's batch step (no Decision, no reset_after).
+        with_log!(&mut *self.core.lock(), |l| f.batch(&mut **l))
     }
 }
 

@@ -9,9 +9,9 @@
 //! time here). Validation reads every chunk first (so a bad trace changes nothing); then,
 //! with the GIL released per chunk for traces of 4096 events or more, each event runs
 //! through the core's `acquire(times[i], costs[i])` — the very step `try_acquire` takes
-//! (a token bucket: the core's [`SharedTokenBucket::acquire_batch`], the same decisions
-//! with one CAS per batch and no branch on the verdict) — with no intermediate vectors and
-//! no per-event Python object. The manual clock is left at the last event's time.
+//! (every limiter runs the core's `acquire_batch`: the same decisions without a `Decision`
+//! per event, and for the lock-free ones one CAS per batch of events) — with no
+//! intermediate vectors and no per-event Python object. The manual clock is left at the last event's time.
 //!
 //! The result: a small one is written straight into one new `bytes`. A large one is fresh
 //! memory whose 4 KiB page faults cost more than the decisions, so it goes into an `mmap`
@@ -27,7 +27,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice};
-use weir_core::{BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket};
+use weir_core::{
+    BatchAcquire, BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket,
+    SlidingLog,
+};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
@@ -107,12 +110,46 @@ impl Sink for Fill<'_> {
     }
 }
 
+/// A core with an `acquire_batch`: the lock-free limiters ([`BatchAcquire`], one CAS per
+/// batch of events) and the single-owner sliding log (under the caller's lock).
+pub(crate) trait Batched {
+    /// [`BatchAcquire::DELAYS`]: whether the `wait` column may hold a delay.
+    const DELAYS: bool;
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
+}
+
+impl<B: BatchAcquire> Batched for &B {
+    const DELAYS: bool = B::DELAYS;
+    #[inline(always)]
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.acquire_batch(len, event, write);
+    }
+}
+
+impl<const N: usize> Batched for &mut SlidingLog<N> {
+    const DELAYS: bool = false;
+    #[inline(always)]
+    fn batch<E, W>(self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.acquire_batch(len, event, write);
+    }
+}
+
 impl Fill<'_> {
-    /// The chunk through [`SharedTokenBucket::acquire_batch`]: the same decisions as
-    /// [`Sink::run`] over `acquire`, one CAS per batch, no branch on the verdict. A token
-    /// bucket never delays, so `delayed` is 0.
+    /// The chunk through the core's `acquire_batch` ([`Batched`]: every limiter): the same
+    /// decisions as [`Sink::run`] over `acquire`, without building a `Decision` per event.
     #[inline]
-    pub(crate) fn token_bucket(self, core: &SharedTokenBucket) -> (u64, u64, Nanos) {
+    pub(crate) fn batch<B: Batched>(self, core: B) -> (u64, u64, Nanos) {
         let Fill {
             times,
             costs,
@@ -130,21 +167,39 @@ impl Fill<'_> {
                 allowed: false,
                 remaining: 0,
                 retry_after: Nanos::MAX,
+                delay: Nanos::ZERO,
             });
             rem[i] = d.remaining.to_ne_bytes();
-            wait[i] = secs(d.retry_after).to_ne_bytes();
+            // At most one of the two is non-zero (see BYTES_PER_EVENT); without delays
+            // `retry_after` is zero when allowed.
+            let w = if B::DELAYS && d.allowed {
+                d.delay
+            } else {
+                d.retry_after
+            };
+            wait[i] = secs(w).to_ne_bytes();
             allowed[i] = d.allowed as u8;
         };
         match costs {
-            None => core.acquire_batch(k, |i| (at(i), 1), write),
+            None => core.batch(k, |i| (at(i), 1), write),
             Some(c) => {
                 let (c, _) = c.as_chunks::<8>();
-                core.acquire_batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
+                core.batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
             }
         }
+        // Counted afterwards, over the final outcomes (a redone batch writes twice).
         let admitted = allowed.iter().map(|&a| u64::from(a)).sum();
+        let delayed = if B::DELAYS {
+            allowed
+                .iter()
+                .zip(wait.iter())
+                .map(|(&a, w)| u64::from(a != 0 && f64::from_ne_bytes(*w) != 0.0))
+                .sum()
+        } else {
+            0
+        };
         let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
-        (admitted, 0, last)
+        (admitted, delayed, last)
     }
 }
 
@@ -183,14 +238,22 @@ fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
 }
 
 /// [`Nanos::as_secs_f64`], bit for bit: below 2^63 (every `retry_after` of a token
-/// bucket: the core's numerators are below 2^63) the integer converts with one signed
-/// `cvtsi2sd` instead of the unsigned sequence.
+/// bucket: the core's numerators are below 2^63; in practice every other one too) the
+/// integer converts with one signed `cvtsi2sd` instead of the unsigned sequence. The rest
+/// goes out of line, so the compiler cannot merge the two into the unsigned sequence.
 #[inline(always)]
 fn secs(n: Nanos) -> f64 {
     match i64::try_from(n.0) {
         Ok(i) => i as f64 / 1e9,
-        Err(_) => n.as_secs_f64(),
+        Err(_) => secs_wide(n),
     }
+}
+
+/// [`secs`] from 2^63 ns on.
+#[cold]
+#[inline(never)]
+fn secs_wide(n: Nanos) -> f64 {
+    n.as_secs_f64()
 }
 
 /// A column of 8-byte items: a `bytes` (read in place) or a 1-D `memoryview` with 8-byte

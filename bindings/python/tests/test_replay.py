@@ -152,7 +152,7 @@ def test_replay_columns_layout():
     assert all(not c.flags.writeable for c in cols.values())
 
 
-@pytest.mark.parametrize("kind", ["TokenBucket", "LeakyBucket", "SlidingLog"])
+@pytest.mark.parametrize("kind", ["TokenBucket", "LeakyBucket", "FixedWindow", "SlidingWindow", "SlidingLog"])
 def test_replay_across_chunks(kind):
     """Traces longer than one native chunk (32768 events, read from a buffer a chunk at a
     time): strided, numpy and array inputs; errors past the first chunk report the global
@@ -187,7 +187,7 @@ def test_replay_across_chunks(kind):
     assert a.peek(0) == b.peek(0)
 
 
-@pytest.mark.parametrize("kind", ["TokenBucket", "LeakyBucket", "FixedWindow"])
+@pytest.mark.parametrize("kind", list(MAKERS))
 def test_replay_into_huge_pages_and_out_buffers(kind):
     """A result large enough for the huge-page mmap (4 MiB: 250k events) and a small one
     written into an explicit `out` buffer (the same chunk-copy path) equal the plain

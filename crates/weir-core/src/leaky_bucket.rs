@@ -40,6 +40,12 @@
 //! requests that would pass *without delay* right after; `reset_after` is the time until
 //! that grows by one (zero when idle).
 //!
+//! # Batches: [`SharedLeakyBucket::acquire_batch`]
+//! The token bucket's batch (see [`crate::batch`]) with the leaky bucket's figures: one load
+//! and one CAS per [`crate::batch::BATCH`] events, and a branch-free step on the local word
+//! that yields `acquire`'s verdict, `remaining`, `retry_after` and `delay` exactly (all by
+//! selects and multiply-shift divisions by the constants `T` and `k`).
+//!
 //! ```
 //! use weir_core::{LeakyBucket, Nanos, Verdict};
 //! // 2 r/s, burst 2, delay 1: the 1st passes, the 2nd passes (≤ delay), the 3rd waits.
@@ -50,6 +56,8 @@
 //! assert_eq!(lb.acquire(Nanos::ZERO, 1).unwrap().verdict, Verdict::Reject);
 //! ```
 
+use crate::arith::HALF;
+use crate::batch::{BatchAcquire, BatchDecision, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
@@ -145,6 +153,83 @@ impl LeakyBucketConfig {
         let mut d = self.gcra.rejected(b, cost);
         (d.remaining, d.reset_after) = self.gcra.levels_against(b, self.undelayed);
         d
+    }
+
+    /// Events `a..b` on the local state word `s` (shared-form semantics); returns the new
+    /// word and whether any event accepted a cost (wrote the word). Branch-free per event
+    /// apart from the (never taken, for a validated trace) cost check: the same integers
+    /// as [`LeakyBucketConfig::step`] and [`SharedLeakyBucket::acquire`].
+    #[inline(always)]
+    fn run_local<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let g = &self.gcra;
+        let (k, t, w, undelayed) = (
+            g.k_divider(),
+            g.t_divider(),
+            g.window_units(),
+            self.undelayed,
+        );
+        let cap = g.burst();
+        let mut wrote = false;
+        for i in a..b {
+            let (now, cost) = event(i);
+            if cost > cap {
+                write(
+                    i,
+                    Err(InsufficientCapacity {
+                        cost,
+                        capacity: cap,
+                    }),
+                );
+                continue;
+            }
+            let now_u = now.0.wrapping_mul(k.divisor());
+            let d = s.wrapping_sub(now_u);
+            let ahead = if d < HALF { d } else { 0 };
+            // ahead < 2^63 and inc ≤ W ≤ 2^62: no overflow.
+            let need = ahead + cost * t.divisor();
+            let fits = need <= w;
+            let write_now = fits & (cost != 0);
+            wrote |= write_now;
+            s = if write_now {
+                now_u.wrapping_add(need)
+            } else {
+                s
+            };
+            // `remaining` counts against the no-delay threshold; `retry_after` is
+            // ⌈(need − W) / k⌉, zero when it fits; `delay` is ⌈(need − undelayed) / k⌉ for
+            // an accepted cost above the threshold (a cost 0 is never delayed). Every
+            // numerator is below 2^63: need − W ≤ ahead, and need ≤ W when accepted.
+            let after = if fits { need } else { ahead };
+            let remaining = t.div_lt_half(undelayed.saturating_sub(after));
+            let retry = k.div_ceil_lt_half(need.saturating_sub(w));
+            let over = if write_now {
+                need.saturating_sub(undelayed)
+            } else {
+                0
+            };
+            let delay = k.div_ceil_lt_half(over);
+            write(
+                i,
+                Ok(BatchDecision {
+                    allowed: fits,
+                    remaining,
+                    retry_after: Nanos(retry),
+                    delay: Nanos(delay),
+                }),
+            );
+        }
+        (s, wrote)
     }
 
     #[inline]
@@ -291,6 +376,59 @@ impl SharedLeakyBucket {
     pub fn is_fresh(&self, now: Nanos) -> bool {
         let s = self.v.load(Ordering::Relaxed);
         TokenBucketConfig::wrapping_ahead(s, self.config.gcra.now_units_wrapping(now)) == 0
+    }
+
+    /// The raw state word (`V` in units, mod 2^64), for tests and diagnostics.
+    pub fn raw_state(&self) -> u64 {
+        self.v.load(Ordering::Relaxed)
+    }
+
+    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
+    /// hands each outcome to `write(i, ..)`: the verdict, `remaining`, `retry_after` and
+    /// `delay` of `acquire`'s [`Decision`] (not `reset_after`), or its
+    /// [`InsufficientCapacity`]. One load and one CAS per [`crate::batch::BATCH`] events;
+    /// the contract (redone batches, atomicity) is [`BatchAcquire::acquire_batch`]'s.
+    #[inline]
+    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        run_batches(
+            &self.v,
+            len,
+            event,
+            write,
+            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
+            |a, b, event, write| self.acquire_each(a, b, event, write),
+        );
+    }
+
+    /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
+    #[cold]
+    #[inline(never)]
+    fn acquire_each<E, W>(&self, a: usize, b: usize, event: &mut E, write: &mut W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        for i in a..b {
+            let (now, cost) = event(i);
+            write(i, self.acquire(now, cost).map(BatchDecision::from));
+        }
+    }
+}
+
+impl BatchAcquire for SharedLeakyBucket {
+    const DELAYS: bool = true;
+
+    #[inline]
+    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        SharedLeakyBucket::acquire_batch(self, len, event, write);
     }
 }
 

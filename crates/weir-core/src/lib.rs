@@ -53,6 +53,7 @@ pub(crate) mod arith;
 pub(crate) mod sync;
 
 pub mod backoff;
+pub mod batch;
 pub mod breaker;
 pub mod deadline;
 pub mod decision;
@@ -71,6 +72,7 @@ pub mod token_bucket;
 pub mod window;
 
 pub use backoff::{Backoff, BackoffSequence, Jitter};
+pub use batch::{BatchAcquire, BatchDecision};
 pub use breaker::{
     Admission, Admitted, Breaker, BreakerConfig, BreakerState, Cooldown, RejectReason, Rejected,
     SharedBreaker, SlowCall, Ticket, Transition,
@@ -90,9 +92,7 @@ pub use time::QuantaClock;
 #[cfg(feature = "std")]
 pub use time::StdClock;
 pub use time::{Clock, ManualClock, Nanos};
-pub use token_bucket::{
-    BatchDecision, Denied, Granted, SharedTokenBucket, TokenBucket, TokenBucketConfig,
-};
+pub use token_bucket::{Denied, Granted, SharedTokenBucket, TokenBucket, TokenBucketConfig};
 pub use window::{
     FixedWindow, FixedWindowConfig, SharedFixedWindow, SharedSlidingWindow, SlidingWindow,
     SlidingWindowConfig,

@@ -22,6 +22,14 @@
 //! ("no time passed"), so a rewind never frees entries. Times in decisions are measured
 //! from the given `now`.
 //!
+//! # Batches: [`SlidingLog::acquire_batch`]
+//! A replay runs millions of events through one log and records only the verdict,
+//! `remaining` and `retry_after`. `acquire_batch` runs the same step without building a
+//! [`Decision`] (no `reset_after`), scans the expired front once instead of twice, and
+//! takes the usual cost-1 event without a branch on the verdict (which flips at random
+//! on a trace over the limit): the first expired entry is dropped by a select, the new
+//! entry is stored by a select. Same outcomes and same state as `acquire` per event.
+//!
 //! ```
 //! use weir_core::{Nanos, SlidingLog, Verdict};
 //! let mut log = SlidingLog::<4>::new(2, Nanos::from_secs(1)).unwrap();
@@ -32,6 +40,7 @@
 //! assert_eq!(d.retry_after, Nanos::from_millis(100)); // the event at 0 leaves at 1 s
 //! ```
 
+use crate::batch::BatchDecision;
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter};
@@ -227,10 +236,145 @@ impl<const N: usize> Limiter<SlidingLogConfig<N>> {
             Err(e) => Err(e),
         }
     }
+
+    /// Decides events `0..len` in order, exactly as `acquire(event(i))` would one by one
+    /// (same outcomes, same state after), and hands each outcome to `write(i, ..)`: the
+    /// verdict, `remaining` and `retry_after` of `acquire`'s [`Decision`] (not
+    /// `reset_after`; `delay` is always zero), or its [`InsufficientCapacity`]. See the
+    /// [module docs](self) ("Batches").
+    #[inline]
+    pub fn acquire_batch<E, W>(&mut self, len: usize, mut event: E, mut write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let (limit, w) = (self.algorithm.limit, self.algorithm.window.0);
+        let s = &mut self.state;
+        // The cursor in locals (registers) for the whole run; the ring stays in place.
+        let mut c = Cursor {
+            head: s.head,
+            len: s.len,
+            latest: s.latest,
+        };
+        for i in 0..len {
+            let (now, cost) = event(i);
+            if cost > limit {
+                write(
+                    i,
+                    Err(InsufficientCapacity {
+                        cost,
+                        capacity: limit,
+                    }),
+                );
+                continue;
+            }
+            let d = c.step(&mut s.ring, limit, w, now.0, cost);
+            write(i, Ok(d));
+        }
+        (s.head, s.len, s.latest) = (c.head, c.len, c.latest);
+    }
+}
+
+/// `head`, `len` and `latest` of a [`SlidingLogState`], held in locals by a batch.
+struct Cursor {
+    head: usize,
+    len: usize,
+    latest: u64,
+}
+
+impl Cursor {
+    /// The `i`-th oldest entry ([`SlidingLogState::get`]; `i < N`, or `u64::MAX`).
+    #[inline(always)]
+    fn get<const N: usize>(&self, ring: &[u64; N], i: usize) -> u64 {
+        let j = self.head + i;
+        let j = if j >= N { j - N } else { j };
+        ring.get(j).copied().unwrap_or(u64::MAX)
+    }
+
+    /// One acquisition of `cost ≤ limit ≤ N` at `now` for [`SlidingLog::acquire_batch`]:
+    /// `acquire_state`'s state change and figures.
+    #[inline(always)]
+    fn step<const N: usize>(
+        &mut self,
+        ring: &mut [u64; N],
+        limit: u64,
+        w: u64,
+        now: u64,
+        cost: u64,
+    ) -> BatchDecision {
+        let n = N.max(1);
+        let eff = if now > self.latest { now } else { self.latest };
+        self.latest = eff;
+        // Drop the expired front: the first two entries by selects (in a steady state one
+        // entry expires per admission, at random), any further ones in a loop (rarely
+        // entered). The three front entries are read from the same `head`, so their loads
+        // run in parallel; `&`, not `&&`: no branch (an index beyond the log reads a stale
+        // slot or `u64::MAX`, masked by the length).
+        let (h, l) = (self.head, self.len);
+        let expired = |k: usize| self.get(ring, k).saturating_add(w) <= eff;
+        let e0 = (l > 0) & expired(0);
+        let e1 = e0 & (l > 1) & expired(1);
+        let e2 = e1 & (l > 2) & expired(2);
+        let gone = e0 as usize + e1 as usize;
+        let head = h + gone;
+        self.head = if head >= n { head - n } else { head };
+        self.len = l - gone;
+        if e2 {
+            self.drop_expired(ring, w, eff);
+        }
+        let live = self.len as u64;
+        let fits = live + cost <= limit;
+        if cost == 1 {
+            // Store the entry by a select: slot `len` is free whenever it fits (len <
+            // limit ≤ N); when it does not, the slot gets back its own value.
+            let j = self.head + self.len;
+            let j = if j >= n { j - n } else { j };
+            if let Some(slot) = ring.get_mut(j) {
+                *slot = if fits { eff } else { *slot };
+            }
+            self.len += fits as usize;
+        } else if fits {
+            for _ in 0..cost {
+                let j = (self.head + self.len) % n;
+                if let Some(slot) = ring.get_mut(j) {
+                    *slot = eff;
+                    self.len += 1;
+                }
+            }
+        }
+        // Rejected: `live + cost − limit` entries must leave; the last of them is entry
+        // `live + cost − limit − 1` (0 when admitted: read, then discarded).
+        let i = (live + cost).saturating_sub(limit + 1) as usize;
+        let expiry = Nanos(self.get(ring, i).saturating_add(w)) - Nanos(now);
+        BatchDecision {
+            allowed: fits,
+            remaining: if fits {
+                limit - live - cost
+            } else {
+                limit.saturating_sub(live)
+            },
+            retry_after: if fits { Nanos::ZERO } else { expiry },
+            delay: Nanos::ZERO,
+        }
+    }
+
+    /// Drops every expired entry at the front (the rare third and later; `len > 0`).
+    #[cold]
+    #[inline(never)]
+    fn drop_expired<const N: usize>(&mut self, ring: &[u64; N], w: u64, eff: u64) {
+        let mut i = 0;
+        while i < self.len && self.get(ring, i).saturating_add(w) <= eff {
+            i += 1;
+        }
+        self.head = (self.head + i) % N.max(1);
+        self.len -= i;
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    extern crate alloc;
+
     use super::*;
 
     #[test]
@@ -258,6 +402,65 @@ mod tests {
         let mut log = SlidingLog::<2>::new(2, Nanos::MAX).unwrap();
         for now in [u64::MAX, 0, 5] {
             let _ = log.acquire(Nanos(now), 2);
+        }
+    }
+
+    /// `acquire_batch` == per-event `acquire` on a twin: outcomes and the whole state
+    /// (ring contents included), with rewinds, u64 instants, several expiries at once,
+    /// costs 0 ..= limit + 1 and a full ring (`limit = N`).
+    fn batch_equals_each<const N: usize>(limit: u64, window: u64, seed: u64) {
+        let mut batch = SlidingLog::<N>::new(limit, Nanos(window)).unwrap();
+        let mut each = batch.clone();
+        let mut x = seed | 1;
+        let mut t = 0u64;
+        let n = if cfg!(miri) { 60 } else { 700 };
+        let events: alloc::vec::Vec<(u64, u64)> = (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                t = match x % 16 {
+                    0 => t.saturating_sub(x >> 40),
+                    1 => [0, u64::MAX, u64::MAX / 2, x][(x >> 8) as usize % 4],
+                    2 => t.saturating_add(window.saturating_mul((x >> 30) % 3)),
+                    _ => t.saturating_add((x >> 20) % (window / limit + 2)),
+                };
+                let cost = match (x >> 4) % 8 {
+                    0 => 0,
+                    1 => limit,
+                    2 => limit + 1,
+                    3 => (x >> 33) % (limit + 2),
+                    _ => 1,
+                };
+                (t, cost)
+            })
+            .collect();
+        let mut got = std::vec![None; events.len()];
+        batch.acquire_batch(
+            events.len(),
+            |i| (Nanos(events[i].0), events[i].1),
+            |i, d| got[i] = Some(d),
+        );
+        for (i, &(t, c)) in events.iter().enumerate() {
+            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
+            assert_eq!(got[i], Some(want), "event {i} at {t}, cost {c}");
+        }
+        let (a, b) = (batch.state(), each.state());
+        assert_eq!((a.head, a.len, a.latest), (b.head, b.len, b.latest));
+        for i in 0..a.len {
+            assert_eq!(a.get(i), b.get(i), "entry {i}");
+        }
+    }
+
+    #[test]
+    fn batch_equals_acquire_per_event() {
+        for seed in 1..if cfg!(miri) { 3 } else { 10 } {
+            batch_equals_each::<1>(1, 10, seed);
+            batch_equals_each::<4>(3, 100, seed);
+            batch_equals_each::<4>(4, 100, seed);
+            batch_equals_each::<8>(5, 1_000, seed);
+            batch_equals_each::<64>(64, 1 << 20, seed);
+            batch_equals_each::<2>(2, u64::MAX, seed);
         }
     }
 }

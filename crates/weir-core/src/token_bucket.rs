@@ -103,6 +103,8 @@
 //! ```
 
 use crate::arith::{Divider, HALF, gcd};
+pub use crate::batch::{BATCH, BatchDecision};
+use crate::batch::{BatchAcquire, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
@@ -230,6 +232,18 @@ impl TokenBucketConfig {
                 Nanos(self.k.div_ceil_wide(ahead - window as u128 + t as u128)),
             )
         }
+    }
+
+    /// The divider by `k` (units per ns).
+    #[inline(always)]
+    pub(crate) const fn k_divider(&self) -> Divider {
+        self.k
+    }
+
+    /// The divider by `T` (units per token).
+    #[inline(always)]
+    pub(crate) const fn t_divider(&self) -> Divider {
+        self.t
     }
 
     /// Units in `W` (`burst · T`).
@@ -737,38 +751,30 @@ impl SharedTokenBucket {
 
     /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
     /// hands each outcome to `write(i, ..)`: the verdict, `remaining` and `retry_after` of
-    /// `acquire`'s [`Decision`] (not `reset_after`), or its [`InsufficientCapacity`].
+    /// `acquire`'s [`Decision`] (not `reset_after`; `delay` is always zero), or its
+    /// [`InsufficientCapacity`].
     ///
     /// Runs [`BATCH`] events at a time on a local copy of the state and commits each batch
-    /// with one CAS; see the [module docs](self) ("Batches"). When a commit fails, the
-    /// batch is decided again per event, so `event` and `write` may be called more than
-    /// once for an index: the last `write` for an index is its outcome, and `event` must
-    /// return the same event each time. A committed batch is atomic with respect to other
-    /// calls on this bucket; a redone one is as atomic as `acquire` per event.
+    /// with one CAS; see the [module docs](self) ("Batches") and [`crate::batch`]. When a
+    /// commit fails, the batch is decided again per event, so `event` and `write` may be
+    /// called more than once for an index: the last `write` for an index is its outcome,
+    /// and `event` must return the same event each time. A committed batch is atomic with
+    /// respect to other calls on this bucket; a redone one is as atomic as `acquire` per
+    /// event.
     #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, mut event: E, mut write: W)
+    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
     where
         E: FnMut(usize) -> (Nanos, u64),
         W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
     {
-        let mut a = 0;
-        while a < len {
-            let b = len.min(a + BATCH);
-            let s0 = self.tat.load(Ordering::Relaxed);
-            let (s, wrote) = self.config.run_local(s0, a, b, &mut event, &mut write);
-            // A batch that admitted no cost is linearised at its load. One that did commits
-            // even when its word came back to `s0` (a rewind can do that): a CAS, so a
-            // concurrent write in between is never overwritten.
-            let committed = !wrote
-                || self
-                    .tat
-                    .compare_exchange(s0, s, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok();
-            if !committed {
-                self.acquire_each(a, b, &mut event, &mut write);
-            }
-            a = b;
-        }
+        run_batches(
+            &self.tat,
+            len,
+            event,
+            write,
+            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
+            |a, b, event, write| self.acquire_each(a, b, event, write),
+        );
     }
 
     /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
@@ -782,32 +788,6 @@ impl SharedTokenBucket {
         for i in a..b {
             let (now, cost) = event(i);
             write(i, self.acquire(now, cost).map(BatchDecision::from));
-        }
-    }
-}
-
-/// Events per CAS in [`SharedTokenBucket::acquire_batch`]: long enough that the commit is
-/// noise, short enough that a batch lost to a concurrent writer is cheap to redo.
-pub const BATCH: usize = 256;
-
-/// One event's outcome in [`SharedTokenBucket::acquire_batch`]: the fields of `acquire`'s
-/// [`Decision`] that a replay records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BatchDecision {
-    /// [`Decision::is_allowed`].
-    pub allowed: bool,
-    /// [`Decision::remaining`].
-    pub remaining: u64,
-    /// [`Decision::retry_after`] (zero when allowed).
-    pub retry_after: Nanos,
-}
-
-impl From<Decision> for BatchDecision {
-    fn from(d: Decision) -> Self {
-        BatchDecision {
-            allowed: d.is_allowed(),
-            remaining: d.remaining,
-            retry_after: d.retry_after,
         }
     }
 }
@@ -868,10 +848,22 @@ impl TokenBucketConfig {
                     allowed: fits,
                     remaining,
                     retry_after: Nanos(retry),
+                    delay: Nanos::ZERO,
                 }),
             );
         }
         (s, wrote)
+    }
+}
+
+impl BatchAcquire for SharedTokenBucket {
+    #[inline]
+    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        SharedTokenBucket::acquire_batch(self, len, event, write);
     }
 }
 

@@ -53,6 +53,7 @@
 //! ```
 
 use crate::arith::Divider;
+use crate::batch::{BatchAcquire, BatchDecision, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
@@ -226,8 +227,10 @@ impl FixedWindowConfig {
         1u64 << (self.p.ib() - 1)
     }
 
-    /// The pure step on a packed word: decision and new word.
-    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+    /// The lean step on a packed word: `(allowed, remaining, time to the window end, new
+    /// word)` — everything but the [`Decision`] built around it.
+    #[inline(always)]
+    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64) {
         let p = self.p;
         let w = self.window.divisor();
         let now_idx = self.window.div(now.0);
@@ -243,24 +246,48 @@ impl FixedWindowConfig {
             }
         };
         let end = Nanos(until_end(idx, w, now.0));
-        if count + cost <= self.limit {
-            let new = count + cost;
-            let d = Decision {
+        let fits = count + cost <= self.limit;
+        let after = if fits { count + cost } else { count };
+        (fits, self.limit - after, end, p.pack(idx, after, 0))
+    }
+
+    /// The pure step on a packed word: decision and new word.
+    #[inline]
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let (fits, remaining, end, new) = self.lean(word, now, cost);
+        let d = if fits {
+            Decision {
                 verdict: Verdict::Admit,
-                remaining: self.limit - new,
+                remaining,
                 retry_after: Nanos::ZERO,
-                reset_after: if new == 0 { Nanos::ZERO } else { end },
-            };
-            (d, changed(word, p.pack(idx, new, 0)))
+                reset_after: if remaining == self.limit {
+                    Nanos::ZERO
+                } else {
+                    end
+                },
+            }
         } else {
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Reject,
-                remaining: self.limit - count,
+                remaining,
                 retry_after: end,
                 reset_after: end,
-            };
-            (d, changed(word, p.pack(idx, count, 0)))
-        }
+            }
+        };
+        (d, changed(word, new))
+    }
+
+    /// [`FixedWindowConfig::step`]'s figures that a batch records, and the new word.
+    #[inline(always)]
+    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
+        let (fits, remaining, end, new) = self.lean(word, now, cost);
+        let d = BatchDecision {
+            allowed: fits,
+            remaining,
+            retry_after: if fits { Nanos::ZERO } else { end },
+            delay: Nanos::ZERO,
+        };
+        (d, new)
     }
 }
 
@@ -338,6 +365,9 @@ struct View {
     e: u64,
     /// `⌈prev·(W − e)/W⌉`.
     pw: u64,
+    /// Time from `now` to the view's instant: zero unless the clock rewound (then the
+    /// view is at the start of the stored window, later than `now`).
+    base: u64,
 }
 
 impl SlidingWindowConfig {
@@ -369,36 +399,59 @@ impl SlidingWindowConfig {
     }
 
     /// `⌈prev·(W − e)/W⌉`.
+    #[inline(always)]
     fn weighted(&self, prev: u64, e: u64) -> u64 {
-        let w = self.window.divisor() as u128;
-        (prev as u128 * (w - e as u128)).div_ceil(w) as u64
+        let w = self.window.divisor();
+        // e < W. Usually the product fits 64 bits: divide by the precomputed divider.
+        match prev.checked_mul(w - e) {
+            Some(n) => self.window.div_ceil(n),
+            None => (prev as u128 * (w - e) as u128).div_ceil(w as u128) as u64,
+        }
     }
 
     /// Earliest elapsed `e' ≥ e` in a window with `prev` at which `⌈prev·(W − e')/W⌉ ≤ target`;
     /// `None` when only at the window end (or later).
+    #[inline(always)]
     fn weight_at_most(&self, prev: u64, target: u64) -> Option<u64> {
         let w = self.window.divisor();
         if prev == 0 || target >= prev {
             return Some(0);
         }
-        let keep = (target as u128 * w as u128 / prev as u128) as u64; // < w
+        // < w; in 64 bits when the product fits (usually).
+        let keep = match target.checked_mul(w) {
+            Some(n) => n / prev,
+            None => (target as u128 * w as u128 / prev as u128) as u64,
+        };
         Some(w - keep).filter(|&e| e < w)
     }
 
+    #[inline(always)]
     fn view(&self, word: u64, now: Nanos) -> View {
         let p = self.p;
         let w = self.window.divisor();
         let now_idx = self.window.div(now.0);
         let (c_prev, c_cur) = (p.c1(word), p.c0(word));
-        let (idx, prev, cur, e) = if c_prev == 0 && c_cur == 0 {
-            (now_idx, 0, 0, now.0 - now_idx * w)
+        let e_now = now.0 - now_idx * w;
+        let (idx, prev, cur, e, base) = if c_prev == 0 && c_cur == 0 {
+            (now_idx, 0, 0, e_now, 0)
         } else {
             let stored = p.idx(word);
             match p.rel(stored, now_idx) {
-                Rel::Same => (now_idx, c_prev, c_cur, now.0 - now_idx * w),
-                Rel::Next => (now_idx, c_cur, 0, now.0 - now_idx * w),
-                Rel::Later => (now_idx, 0, 0, now.0 - now_idx * w),
-                Rel::Rewind => (p.ahead_index(stored, now_idx), c_prev, c_cur, 0),
+                Rel::Same => (now_idx, c_prev, c_cur, e_now, 0),
+                Rel::Next => (now_idx, c_cur, 0, e_now, 0),
+                Rel::Later => (now_idx, 0, 0, e_now, 0),
+                Rel::Rewind => {
+                    let idx = p.ahead_index(stored, now_idx);
+                    let at = idx as u128 * w as u128;
+                    let base = at.saturating_sub(now.0 as u128);
+                    (
+                        idx,
+                        c_prev,
+                        c_cur,
+                        0,
+                        u64::try_from(base).unwrap_or(u64::MAX),
+                    )
+                }
             }
         };
         View {
@@ -407,22 +460,41 @@ impl SlidingWindowConfig {
             cur,
             e,
             pw: self.weighted(prev, e),
+            base,
         }
     }
 
     /// Time from the view's instant until `pw' + cur' + cost ≤ limit`.
+    #[inline(always)]
     fn time_until_fits(&self, v: &View, cost: u64) -> u64 {
+        Self::until(self.fit_point(v.prev, v.cur, cost), v.e)
+    }
+
+    /// `fit − e`, saturating at both ends (what [`SlidingWindowConfig::time_until_fits`]
+    /// computes from a [`SlidingWindowConfig::fit_point`]).
+    #[inline(always)]
+    fn until(fit: u128, e: u64) -> u64 {
+        u64::try_from(fit.saturating_sub(e as u128)).unwrap_or(u64::MAX)
+    }
+
+    /// The elapsed time in the view's window (possibly beyond it: in the next one, `W +
+    /// e'`) from which `cost` fits with counts `prev` and `cur`, computed without the
+    /// view's own elapsed time `e`: the wait is `fit − e`, saturating at 0 (an `e` past
+    /// the point: it fits now) and at `u64::MAX`. It depends on the counts and the cost
+    /// only, so a batch reuses it across a run of rejections.
+    #[inline(always)]
+    fn fit_point(&self, prev: u64, cur: u64, cost: u64) -> u128 {
         let w = self.window.divisor();
-        if v.cur + cost <= self.limit
-            && let Some(e) = self.weight_at_most(v.prev, self.limit - v.cur - cost)
+        if cur + cost <= self.limit
+            && let Some(e) = self.weight_at_most(prev, self.limit - cur - cost)
         {
-            return e.saturating_sub(v.e);
+            return e as u128;
         }
-        let to_end = w - v.e;
-        match self.weight_at_most(v.cur, self.limit - cost) {
-            Some(e) => to_end.saturating_add(e),
-            None => to_end.saturating_add(w),
-        }
+        let next = match self.weight_at_most(cur, self.limit - cost) {
+            Some(e) => e,
+            None => w,
+        };
+        w as u128 + next as u128
     }
 
     /// Time from the view's instant until `remaining` (`limit − min(est, limit)`) grows by
@@ -436,39 +508,140 @@ impl SlidingWindowConfig {
         self.time_until_fits(v, r0 + 1)
     }
 
-    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+    /// The step without its times: the view, the offset of the view's instant from `now`,
+    /// the verdict, `remaining` and the new word.
+    #[inline(always)]
+    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (View, u64, bool, u64, u64) {
         let v = self.view(word, now);
-        // Times are measured from the view's instant; under a rewind that instant is the
-        // start of the stored window, later than `now`: add the difference.
-        let base = {
-            let at = v.idx as u128 * self.window.divisor() as u128 + v.e as u128;
-            u64::try_from(at.saturating_sub(now.0 as u128)).unwrap_or(u64::MAX)
-        };
+        // Times are measured from the view's instant (`base` after `now`).
+        let base = v.base;
         let est = v.pw + v.cur;
-        if est + cost <= self.limit {
+        let fits = est + cost <= self.limit;
+        // By selects, not branches: the verdict flips at random on a trace over the limit.
+        // Admitted: `limit − est − cost` (no saturation: it fits); rejected: `limit − est`,
+        // saturating (a shrunken weight can leave `est` above the limit after a rewind).
+        let taken = if fits { cost } else { 0 };
+        let remaining = self.limit.saturating_sub(est + taken);
+        let new = self.p.pack(v.idx, v.cur + taken, v.prev);
+        (v, base, fits, remaining, new)
+    }
+
+    #[inline]
+    fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
+        let (v, base, fits, remaining, new) = self.lean(word, now, cost);
+        let d = if fits {
             let after = View {
                 cur: v.cur + cost,
                 ..v
             };
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Admit,
-                remaining: self.limit - est - cost,
+                remaining,
                 retry_after: Nanos::ZERO,
                 reset_after: Nanos(match self.time_until_less(&after) {
                     0 => 0,
                     t => base.saturating_add(t),
                 }),
-            };
-            (d, changed(word, self.p.pack(v.idx, v.cur + cost, v.prev)))
+            }
         } else {
-            let d = Decision {
+            Decision {
                 verdict: Verdict::Reject,
-                remaining: self.limit.saturating_sub(est),
+                remaining,
                 retry_after: Nanos(base.saturating_add(self.time_until_fits(&v, cost))),
                 reset_after: Nanos(base.saturating_add(self.time_until_less(&v))),
+            }
+        };
+        (d, changed(word, new))
+    }
+
+    /// Events `a..b` of a batch on the local word `s` (see [`WordStep::run_local`]), with
+    /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`).
+    ///
+    /// The word is kept decoded between events: the full index of its window, that
+    /// window's start and both counts. An event inside that window (the usual case on a
+    /// sorted trace) is then `step` without the division by `W`, the unpacking, the window
+    /// relation and the packing — the same integers, since `step` on the packed word sees
+    /// the same window (`Rel::Same`, or all counts zero) with `e = now − start` and writes
+    /// back `pack(idx, cur + taken, prev)`, which changes the word iff `taken > 0`. Any
+    /// other event (the first of the batch, a new window, a rewind) runs `step`'s own
+    /// [`SlidingWindowConfig::lean`] on the packed word and decodes the result.
+    #[inline(always)]
+    fn run_decoded<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let (limit, w, p) = (self.limit, self.window.divisor(), self.p);
+        let mut wrote = false;
+        // The decoded word; `valid` once an event decoded it and its window start fits.
+        let (mut idx, mut start, mut prev, mut cur, mut valid) = (0u64, 0u64, 0u64, 0u64, false);
+        // The last fit point computed on the fast path, and its counts and cost.
+        let mut memo = ((0u64, 0u64, u64::MAX), 0u128);
+        for i in a..b {
+            let (now, cost) = event(i);
+            if let Err(e) = capacity_check(limit, cost) {
+                write(i, Err(e));
+                continue;
+            }
+            let e = now.0.wrapping_sub(start);
+            let (fits, remaining, retry) = if valid & (now.0 >= start) & (e < w) {
+                let pw = self.weighted(prev, e);
+                let est = pw + cur;
+                let fits = est + cost <= limit;
+                let taken = if fits { cost } else { 0 };
+                let remaining = limit.saturating_sub(est + taken);
+                let retry = if fits {
+                    0
+                } else {
+                    // A run of rejections shares its counts: one division per run.
+                    if memo.0 != (prev, cur, cost) {
+                        memo = ((prev, cur, cost), self.fit_point(prev, cur, cost));
+                    }
+                    Self::until(memo.1, e)
+                };
+                cur += taken;
+                wrote |= taken != 0;
+                (fits, remaining, retry)
+            } else {
+                if valid {
+                    s = p.pack(idx, cur, prev);
+                }
+                let (v, base, fits, remaining, new) = self.lean(s, now, cost);
+                let retry = if fits {
+                    0
+                } else {
+                    base.saturating_add(self.time_until_fits(&v, cost))
+                };
+                wrote |= new != s;
+                s = new;
+                (idx, prev, cur) = (v.idx, p.c1(new), p.c0(new));
+                (start, valid) = match idx.checked_mul(w) {
+                    Some(st) => (st, true),
+                    None => (0, false),
+                };
+                (fits, remaining, retry)
             };
-            (d, changed(word, self.p.pack(v.idx, v.cur, v.prev)))
+            write(
+                i,
+                Ok(BatchDecision {
+                    allowed: fits,
+                    remaining,
+                    retry_after: Nanos(retry),
+                    delay: Nanos::ZERO,
+                }),
+            );
         }
+        if valid {
+            s = p.pack(idx, cur, prev);
+        }
+        (s, wrote)
     }
 }
 
@@ -543,11 +716,52 @@ pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
 /// The packed-word step shared by both window kinds.
 trait WordStep {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
+    /// Events `a..b` of a batch on the local word `s`: the new word and whether any step
+    /// changed it (every step writes its normalised word, rejections and cost 0 included).
+    fn run_local<E, W>(
+        &self,
+        s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
     fn limit_of(&self) -> u64;
 }
 impl WordStep for FixedWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
+    }
+    /// The step on the packed word, event by event (it is cheap: no weights).
+    #[inline(always)]
+    fn run_local<E, W>(
+        &self,
+        mut s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        let mut wrote = false;
+        for i in a..b {
+            let (now, cost) = event(i);
+            if let Err(e) = capacity_check(self.limit, cost) {
+                write(i, Err(e));
+                continue;
+            }
+            let (d, new) = self.batch_step(s, now, cost);
+            wrote |= new != s;
+            s = new;
+            write(i, Ok(d));
+        }
+        (s, wrote)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -556,6 +770,22 @@ impl WordStep for FixedWindowConfig {
 impl WordStep for SlidingWindowConfig {
     fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
         self.step(word, now, cost)
+    }
+    /// The counter's step on a decoded word: see [`SlidingWindowConfig::run_decoded`].
+    #[inline(always)]
+    fn run_local<E, W>(
+        &self,
+        s: u64,
+        a: usize,
+        b: usize,
+        event: &mut E,
+        write: &mut W,
+    ) -> (u64, bool)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        self.run_decoded(s, a, b, event, write)
     }
     fn limit_of(&self) -> u64 {
         self.limit
@@ -624,6 +854,60 @@ impl<A: WordStep> SharedWindow<A> {
             .word_step(self.word.load(Ordering::Relaxed), now, 0)
             .0;
         d.remaining == self.config.limit_of() && d.reset_after.is_zero()
+    }
+
+    /// The raw packed word, for tests and diagnostics.
+    pub fn raw_state(&self) -> u64 {
+        self.word.load(Ordering::Relaxed)
+    }
+
+    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
+    /// hands each outcome to `write(i, ..)`: the verdict, `remaining` and `retry_after` of
+    /// `acquire`'s [`Decision`] (not `reset_after`, which a sliding-window counter
+    /// computes at some cost; `delay` is always zero), or its [`InsufficientCapacity`].
+    /// One load and one CAS per [`crate::batch::BATCH`] events, with the same step on a
+    /// local word; the contract (redone batches, atomicity) is
+    /// [`BatchAcquire::acquire_batch`]'s.
+    #[inline]
+    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        run_batches(
+            &self.word,
+            len,
+            event,
+            write,
+            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
+            |a, b, event, write| self.acquire_each(a, b, event, write),
+        );
+    }
+
+    /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
+    #[cold]
+    #[inline(never)]
+    fn acquire_each<E, W>(&self, a: usize, b: usize, event: &mut E, write: &mut W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        for i in a..b {
+            let (now, cost) = event(i);
+            write(i, self.acquire(now, cost).map(BatchDecision::from));
+        }
+    }
+}
+
+#[allow(private_bounds)]
+impl<A: WordStep> BatchAcquire for SharedWindow<A> {
+    #[inline]
+    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
+    where
+        E: FnMut(usize) -> (Nanos, u64),
+        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    {
+        SharedWindow::acquire_batch(self, len, event, write);
     }
 }
 

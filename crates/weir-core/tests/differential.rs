@@ -11,8 +11,8 @@ use weir_core::reference::{
     FixedWindowModel, NginxModel, RationalGcra, SlidingCounterModel, SlidingLogModel,
 };
 use weir_core::{
-    BatchDecision, Decision, Denied, FixedWindow, Granted, InsufficientCapacity, LeakyBucket,
-    Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow,
+    BatchAcquire, BatchDecision, Decision, Denied, FixedWindow, Granted, InsufficientCapacity,
+    LeakyBucket, Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow,
     SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
 };
 
@@ -108,6 +108,89 @@ fn tb_params_extreme() -> impl Strategy<Value = (u64, u64, u64)> {
         prop_oneof![Just(S), 1..3 * S, 1..1000u64, Just(u64::MAX), any::<u64>()],
         prop_oneof![1..8u64, Just(1u64 << 20), any::<u64>()],
     )
+}
+
+/// A batch trace: time moves and cost codes 0..=9 (see [`trace_events`]).
+fn batch_trace(per: u64) -> impl Strategy<Value = Vec<(Op, u64)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![
+                4 => time_step(per).prop_map(Op::Advance),
+                1 => time_step(per).prop_map(Op::Rewind),
+                1 => prop_oneof![Just(0u64), Just(u64::MAX), Just(u64::MAX / 2), any::<u64>()]
+                    .prop_map(Op::Jump)
+            ],
+            0..=9u64,
+        ),
+        0..700,
+    )
+}
+
+/// The events of a batch trace from `now`: cost codes 0..=9 scaled onto 0 ..= cap + 1 at
+/// both ends.
+fn trace_events(mut now: u64, cap: u64, trace: &[(Op, u64)]) -> Vec<(u64, u64)> {
+    let cost = |c: u64| match c {
+        8 => cap,
+        9 => cap.saturating_add(1),
+        c => c.min(cap),
+    };
+    trace
+        .iter()
+        .map(|(op, c)| {
+            now = apply_time(now, op);
+            (now, cost(*c))
+        })
+        .collect()
+}
+
+/// Window parameters up to the extremes (limits above `max` are rejected and skipped).
+fn window_params(max: u64) -> impl Strategy<Value = (u64, u64)> {
+    (
+        prop_oneof![1..10u64, Just(5000), Just(max), 1..=max],
+        prop_oneof![Just(S), 1..3 * S, 1..1000u64, Just(u64::MAX), any::<u64>()],
+    )
+}
+
+/// A shared limiter's `acquire_batch` over `trace` (after `pre` on both twins), in calls
+/// of the lengths `calls` (cycled), == per-event `acquire` on the twin, outcome for
+/// outcome and in the word after each call.
+fn shared_batch_agrees<L: BatchAcquire + weir_core::SharedRateLimiter>(
+    batch: &L,
+    each: &L,
+    cap: u64,
+    pre: &[Op],
+    trace: &[(Op, u64)],
+    calls: &[usize],
+    raw: impl Fn(&L) -> u64,
+) -> Result<(), TestCaseError> {
+    let mut now = 0u64;
+    for op in pre {
+        now = apply_time(now, op);
+        if let Op::Acquire(c) = *op {
+            prop_assert_eq!(batch.acquire(Nanos(now), c), each.acquire(Nanos(now), c));
+        }
+    }
+    let events = trace_events(now, cap, trace);
+    let mut rest = &events[..];
+    for &n in calls.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (part, tail) = rest.split_at(n.min(rest.len()));
+        rest = tail;
+        let mut got = vec![None; part.len()];
+        batch.acquire_batch(
+            part.len(),
+            |i| (Nanos(part[i].0), part[i].1),
+            |i, d| got[i] = Some(d),
+        );
+        for (i, &(t, c)) in part.iter().enumerate() {
+            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
+            prop_assert_eq!(got[i], Some(want), "event {} at {}, cost {}", i, t, c);
+        }
+        prop_assert_eq!(raw(batch), raw(each));
+    }
+    Ok(())
 }
 
 /// The lean path's answer says what `acquire`'s does: same verdict, `Granted` rebuilds the
@@ -231,6 +314,91 @@ proptest! {
             prop_assert_eq!(got[i], Some(want), "event {}", i);
         }
         prop_assert_eq!(batch.raw_state(), each.raw_state());
+    }
+
+    /// `SharedLeakyBucket::acquire_batch` == per-event shared `acquire`, bit for bit
+    /// (verdict, `remaining`, `retry_after`, `delay`, errors, the final word), on any
+    /// trace and configuration (delay, nodelay, burst 0, u64 extremes), in calls of any
+    /// length.
+    #[test]
+    fn leaky_bucket_batch_equals_acquire(
+        (rate, per, burst) in tb_params_extreme(),
+        (delay, nodelay) in (prop_oneof![0..4u64, any::<u64>()], any::<bool>()),
+        pre in ops(S, 8, true),
+        trace in batch_trace(S),
+        calls in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let burst = burst.saturating_sub(1);
+        let make = || SharedLeakyBucket::new(rate, Nanos(per), burst, delay, nodelay);
+        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
+        shared_batch_agrees(&batch, &each, burst.saturating_add(1), &pre, &trace, &calls, |l| l.raw_state())?;
+    }
+
+    /// `SharedFixedWindow::acquire_batch` == per-event shared `acquire`, bit for bit.
+    #[test]
+    fn fixed_window_batch_equals_acquire(
+        (limit, window) in window_params(weir_core::window::MAX_FIXED_LIMIT),
+        pre in ops(S, 8, true),
+        trace in batch_trace(S),
+        calls in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let make = || SharedFixedWindow::new(limit, Nanos(window));
+        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
+        shared_batch_agrees(&batch, &each, limit, &pre, &trace, &calls, |l| l.raw_state())?;
+    }
+
+    /// `SharedSlidingWindow::acquire_batch` (the decoded fast path included) == per-event
+    /// shared `acquire`, bit for bit.
+    #[test]
+    fn sliding_window_batch_equals_acquire(
+        (limit, window) in window_params(weir_core::window::MAX_SLIDING_LIMIT),
+        pre in ops(S, 8, true),
+        trace in batch_trace(S),
+        calls in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let make = || SharedSlidingWindow::new(limit, Nanos(window));
+        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
+        shared_batch_agrees(&batch, &each, limit, &pre, &trace, &calls, |l| l.raw_state())?;
+    }
+
+    /// `SlidingLog::acquire_batch` == per-event `acquire`: outcomes, and the state (its
+    /// length and its answers at several instants).
+    #[test]
+    fn sliding_log_batch_equals_acquire(
+        limit in 1..=16u64,
+        window in prop_oneof![1..50u64, Just(S), Just(u64::MAX), any::<u64>()],
+        pre in ops(S, 16, true),
+        trace in batch_trace(S),
+        calls in prop::collection::vec(1..300usize, 1..8),
+    ) {
+        let mut batch = SlidingLog::<16>::new(limit, Nanos(window)).unwrap();
+        let mut now = 0u64;
+        for op in &pre {
+            now = apply_time(now, op);
+            if let Op::Acquire(c) = *op {
+                let _ = batch.acquire(Nanos(now), c);
+            }
+        }
+        let mut each = batch.clone();
+        let events = trace_events(now, limit, &trace);
+        let mut rest = &events[..];
+        for &n in calls.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (part, tail) = rest.split_at(n.min(rest.len()));
+            rest = tail;
+            let mut got = vec![None; part.len()];
+            batch.acquire_batch(part.len(), |i| (Nanos(part[i].0), part[i].1), |i, d| got[i] = Some(d));
+            for (i, &(t, c)) in part.iter().enumerate() {
+                let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
+                prop_assert_eq!(got[i], Some(want), "event {} at {}, cost {}", i, t, c);
+            }
+            prop_assert_eq!(batch.state().len(), each.state().len());
+            for t in [0, now, u64::MAX] {
+                prop_assert_eq!(batch.peek(Nanos(t), 1), each.peek(Nanos(t), 1));
+            }
+        }
     }
 
     /// The lean shared path == the shared `acquire`, bit for bit (verdicts, figures and the
