@@ -77,21 +77,21 @@ pub trait BatchAcquire {
 
 /// The driver every `acquire_batch` shares: for each batch `a..b`, load `word`, run
 /// `local(s0, a, b, ..)` (the events on a local copy: the new word and whether any step
-/// changed it), commit by CAS when something changed, and on a lost CAS run `each(a, b, ..)`
-/// (the events again, one `acquire` each).
+/// changed it), commit by CAS when something changed, and on a lost CAS decide the events
+/// again, one `acquire` each.
 #[inline(always)]
-pub(crate) fn run_batches<E, W, L, F>(
+pub(crate) fn run_batches<E, W, L, A>(
     word: &AtomicU64,
     len: usize,
     mut event: E,
     mut write: W,
     mut local: L,
-    mut each: F,
+    acquire: A,
 ) where
     E: FnMut(usize) -> (Nanos, u64),
     W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
     L: FnMut(u64, usize, usize, &mut E, &mut W) -> (u64, bool),
-    F: FnMut(usize, usize, &mut E, &mut W),
+    A: Fn(Nanos, u64) -> Result<Decision, InsufficientCapacity>,
 {
     let mut a = 0;
     while a < len {
@@ -106,9 +106,24 @@ pub(crate) fn run_batches<E, W, L, F>(
                 .compare_exchange(s0, s, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok();
         if !committed {
-            each(a, b, &mut event, &mut write);
+            acquire_each(a, b, &mut event, &mut write, &acquire);
         }
         a = b;
+    }
+}
+
+/// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
+#[cold]
+#[inline(never)]
+fn acquire_each<E, W, A>(a: usize, b: usize, event: &mut E, write: &mut W, acquire: &A)
+where
+    E: FnMut(usize) -> (Nanos, u64),
+    W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    A: Fn(Nanos, u64) -> Result<Decision, InsufficientCapacity>,
+{
+    for i in a..b {
+        let (now, cost) = event(i);
+        write(i, acquire(now, cost).map(BatchDecision::from));
     }
 }
 

@@ -527,6 +527,8 @@ impl Decision {
 
 #[cfg(test)]
 mod tests {
+    extern crate alloc;
+
     use super::*;
     use crate::{FixedWindowConfig, LeakyBucketConfig, SlidingLogConfig};
     const S: u64 = 1_000_000_000;
@@ -576,7 +578,7 @@ mod tests {
     fn concurrent_threads_never_over_admit() {
         use core::sync::atomic::AtomicU64 as StdAtomic;
         let cfg = TokenBucketConfig::new(1, Nanos(S), 5).unwrap();
-        let slots: std::vec::Vec<Slot> = (0..8).map(|_| Slot::new()).collect();
+        let slots: alloc::vec::Vec<Slot> = (0..8).map(|_| Slot::new()).collect();
         let table = KeyedTokenBuckets::new(cfg, slots.into_boxed_slice());
         let admitted = StdAtomic::new(0);
         std::thread::scope(|sc| {

@@ -880,22 +880,8 @@ impl<A: WordStep> SharedWindow<A> {
             event,
             write,
             |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
-            |a, b, event, write| self.acquire_each(a, b, event, write),
+            |now, cost| self.acquire(now, cost),
         );
-    }
-
-    /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
-    #[cold]
-    #[inline(never)]
-    fn acquire_each<E, W>(&self, a: usize, b: usize, event: &mut E, write: &mut W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        for i in a..b {
-            let (now, cost) = event(i);
-            write(i, self.acquire(now, cost).map(BatchDecision::from));
-        }
     }
 }
 
