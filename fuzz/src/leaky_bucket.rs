@@ -9,35 +9,19 @@
 //! another copy gives the shared `acquire`'s verdicts, `remaining`, `retry_after`, `delay`
 //! and errors, and leaves the same state word.
 
+use crate::batch::{Pending, flush_shared};
 use crate::num::{N, Tick};
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::NginxModel;
-use weir_core::{
-    BatchDecision, InsufficientCapacity, LeakyBucket, Nanos, SharedLeakyBucket, Verdict,
-};
-
-/// One acquisition for the batch copy: `(now, cost, the shared acquire's outcome)`.
-type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
+use weir_core::{BatchDecision, LeakyBucket, Nanos, SharedLeakyBucket, Verdict};
 
 /// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
 /// and the final word against the shared `acquire`'s (`shared`, already past them).
 fn flush_batch(batch: &SharedLeakyBucket, pending: &mut Vec<Pending>, shared: &SharedLeakyBucket) {
-    let mut got = vec![None; pending.len()];
-    batch.acquire_batch(
-        pending.len(),
-        |i| (Nanos(pending[i].0), pending[i].1),
-        |i, d| got[i] = Some(d),
-    );
-    for (i, &(t, c, want)) in pending.iter().enumerate() {
-        assert_eq!(
-            got[i],
-            Some(want),
-            "acquire_batch event {i} at {t}, cost {c}"
-        );
-    }
-    assert_eq!(batch.raw_state(), shared.raw_state(), "acquire_batch state");
-    pending.clear();
+    flush_shared(pending, "leaky bucket", batch, |b| {
+        (b.raw_state(), shared.raw_state())
+    });
 }
 
 /// A configuration and an operation sequence.

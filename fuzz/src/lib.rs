@@ -8,6 +8,7 @@
 //! A failed assertion is a crash for libFuzzer. See `docs/VERIFICATION.md`.
 
 pub mod backoff_deadline;
+pub mod batch;
 pub mod breaker;
 pub mod keyed;
 pub mod leaky_bucket;

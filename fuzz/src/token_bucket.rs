@@ -19,6 +19,7 @@
 //!   reconfigurations) on another copy gives the shared `acquire`'s verdicts, `remaining`,
 //!   `retry_after` and errors, and leaves the same state word.
 
+use crate::batch::{Pending, flush_shared};
 use crate::num::{N, Tick};
 use arbitrary::Arbitrary;
 use weir_core::{
@@ -26,27 +27,12 @@ use weir_core::{
     TokenBucket, TokenBucketConfig, Verdict,
 };
 
-/// One acquisition for the batch copy: `(now, cost, the shared acquire's outcome)`.
-type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
-
 /// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
 /// and the final word against the shared `acquire`'s (`shared`, already past them).
 fn flush_batch(batch: &SharedTokenBucket, pending: &mut Vec<Pending>, shared: &SharedTokenBucket) {
-    let mut got = vec![None; pending.len()];
-    batch.acquire_batch(
-        pending.len(),
-        |i| (Nanos(pending[i].0), pending[i].1),
-        |i, d| got[i] = Some(d),
-    );
-    for (i, &(t, c, want)) in pending.iter().enumerate() {
-        assert_eq!(
-            got[i],
-            Some(want),
-            "acquire_batch event {i} at {t}, cost {c}"
-        );
-    }
-    assert_eq!(batch.raw_state(), shared.raw_state(), "acquire_batch state");
-    pending.clear();
+    flush_shared(pending, "token bucket", batch, |b| {
+        (b.raw_state(), shared.raw_state())
+    });
 }
 
 /// A configuration and an operation sequence.

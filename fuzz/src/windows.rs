@@ -9,54 +9,15 @@
 //! acquisitions (cut at every peek) on another copy gives `acquire`'s verdicts,
 //! `remaining`, `retry_after` and errors, and leaves the same state.
 
+use crate::batch::{Pending, flush, flush_shared};
 use crate::num::{N, Tick};
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::{FixedWindowModel, SlidingCounterModel, SlidingLogModel};
 use weir_core::{
-    BatchAcquire, BatchDecision, FixedWindow, InsufficientCapacity, Nanos, SharedFixedWindow,
-    SharedSlidingWindow, SlidingLog, SlidingWindow,
+    BatchDecision, FixedWindow, Nanos, SharedFixedWindow, SharedSlidingWindow, SlidingLog,
+    SlidingWindow,
 };
-
-/// One acquisition for a batch copy: `(now, cost, acquire's outcome)`.
-type Pending = (u64, u64, Result<BatchDecision, InsufficientCapacity>);
-
-/// Runs `pending` through `batch` (an `acquire_batch`) and checks each outcome against
-/// `acquire`'s; the caller compares the states.
-fn flush(
-    pending: &mut Vec<Pending>,
-    what: &str,
-    batch: impl FnOnce(&[Pending], &mut [Option<Result<BatchDecision, InsufficientCapacity>>]),
-) {
-    let mut got = vec![None; pending.len()];
-    batch(pending, &mut got);
-    for (i, &(t, c, want)) in pending.iter().enumerate() {
-        assert_eq!(
-            got[i],
-            Some(want),
-            "{what} acquire_batch event {i} at {t}, cost {c}"
-        );
-    }
-    pending.clear();
-}
-
-/// A shared window's batch copy: flushes `pending` into it and compares the words.
-fn flush_shared<B: BatchAcquire>(
-    pending: &mut Vec<Pending>,
-    what: &str,
-    batch: &B,
-    words: impl Fn(&B) -> (u64, u64),
-) {
-    flush(pending, what, |p, got| {
-        batch.acquire_batch(
-            p.len(),
-            |i| (Nanos(p[i].0), p[i].1),
-            |i, d| got[i] = Some(d),
-        );
-    });
-    let (b, s) = words(batch);
-    assert_eq!(b, s, "{what} acquire_batch state");
-}
 
 /// Log capacity for the sliding-log checks.
 const LOG: usize = 16;
