@@ -8,7 +8,7 @@
 
 use crate::decision::{PyDecision, issue};
 use crate::errors;
-use crate::replay::{Fill, PyLimiter, Sink};
+use crate::replay::{Fill, PyLimiter};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -37,27 +37,6 @@ fn wrap(py: Python<'_>, r: Result<Decision, InsufficientCapacity>) -> PyResult<P
     match r {
         Ok(d) => issue(py, d),
         Err(e) => Err(errors::insufficient(py, e)),
-    }
-}
-
-/// The decision for a replayed event whose cost was checked against the capacity first.
-#[inline]
-fn checked(r: Result<Decision, InsufficientCapacity>) -> Decision {
-    match r {
-        Ok(d) => d,
-        Err(_) => unreachable_decision(),
-    }
-}
-
-#[cold]
-fn unreachable_decision() -> Decision {
-    // Only reachable if the core's capacity() disagreed with its own check: report a
-    // rejection rather than panic in a detached thread.
-    Decision {
-        verdict: weir_core::Verdict::Reject,
-        remaining: 0,
-        retry_after: Nanos::MAX,
-        reset_after: Nanos::MAX,
     }
 }
 
@@ -114,7 +93,7 @@ macro_rules! limiter_methods {
 /// `PyLimiter` for a class over a lock-free shared core in field `core`.
 /// `fill` optionally overrides how a chunk is replayed (default: `acquire` per event).
 macro_rules! shared_replay {
-    ($ty:ty $(, fill = |$s:ident, $f:ident| $fill:expr)?) => {
+    ($ty:ty) => {
         impl PyLimiter for $ty {
             fn time(&self) -> &TimeSource {
                 &self.clock
@@ -122,17 +101,10 @@ macro_rules! shared_replay {
             fn capacity(&self) -> u64 {
                 SharedRateLimiter::capacity(&self.core)
             }
-            fn drive<K: Sink>(&self, k: K) -> K::Out {
-                let core = &self.core;
-                k.run(|t, c| checked(core.acquire(t, c)))
+            #[inline]
+            fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {
+                f.batch(&self.core)
             }
-            $(
-                #[inline]
-                fn fill(&self, $f: Fill<'_>) -> (u64, u64, Nanos) {
-                    let $s = self;
-                    $fill
-                }
-            )?
         }
     };
 }
@@ -148,7 +120,7 @@ pub(crate) struct PyTokenBucket {
 }
 
 // One CAS per batch of events instead of one per admission (see `Fill::batch`).
-shared_replay!(PyTokenBucket, fill = |s, f| f.batch(&s.core));
+shared_replay!(PyTokenBucket);
 
 limiter_methods!(PyTokenBucket, |s| s.core, {
     #[new]
@@ -219,7 +191,7 @@ pub(crate) struct PyLeakyBucket {
     clock: TimeSource,
 }
 
-shared_replay!(PyLeakyBucket, fill = |s, f| f.batch(&s.core));
+shared_replay!(PyLeakyBucket);
 
 limiter_methods!(PyLeakyBucket, |s| s.core, {
     #[new]
@@ -317,7 +289,7 @@ pub(crate) struct PyFixedWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PyFixedWindow, fill = |s, f| f.batch(&s.core));
+shared_replay!(PyFixedWindow);
 
 limiter_methods!(PyFixedWindow, |s| s.core, {
     #[new]
@@ -362,7 +334,7 @@ pub(crate) struct PySlidingWindow {
     clock: TimeSource,
 }
 
-shared_replay!(PySlidingWindow, fill = |s, f| f.batch(&s.core));
+shared_replay!(PySlidingWindow);
 
 limiter_methods!(PySlidingWindow, |s| s.core, {
     #[new]
@@ -487,11 +459,6 @@ impl PyLimiter for PySlidingLog {
     }
     fn capacity(&self) -> u64 {
         self.core.limit
-    }
-    fn drive<K: Sink>(&self, k: K) -> K::Out {
-        // One lock for the whole trace.
-        with_log!(&mut *self.core.lock(), |l| k
-            .run(|t, c| checked(l.acquire(t, c))))
     }
     #[inline]
     fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {

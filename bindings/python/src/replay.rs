@@ -46,25 +46,13 @@ const CHUNK: usize = 1 << 15;
 /// two is non-zero), so both columns fit in one; [`_split_wait`] separates them on demand.
 pub(crate) const BYTES_PER_EVENT: usize = 17;
 
-/// Something that consumes a step function `(now, cost) -> Decision` over a limiter's core
-/// (static dispatch: the step inlines into the loop).
-pub(crate) trait Sink {
-    type Out;
-    fn run<S: FnMut(Nanos, u64) -> Decision>(self, step: S) -> Self::Out;
-}
-
 /// Implemented by every limiter class, so `replay` can drive any of them.
 pub(crate) trait PyLimiter: Sync {
     fn time(&self) -> &TimeSource;
     /// The largest admissible cost.
     fn capacity(&self) -> u64;
-    /// Hands `k` the core's acquire step (taking a lock once, for a single-owner core).
-    fn drive<K: Sink>(&self, k: K) -> K::Out;
-    /// Replays one chunk: `(admitted, delayed, last time)`.
-    #[inline]
-    fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos) {
-        self.drive(f)
-    }
+    /// Replays one chunk through the core's batch step: `(admitted, delayed, last time)`.
+    fn fill(&self, f: Fill<'_>) -> (u64, u64, Nanos);
 }
 
 #[inline(always)]
@@ -95,19 +83,6 @@ pub(crate) struct Fill<'a> {
     wait: &'a mut [u8],
     /// The chunk's `k` bytes of the `allowed` column.
     allowed: &'a mut [u8],
-}
-
-impl Sink for Fill<'_> {
-    /// `(admitted, delayed, last time)`.
-    type Out = (u64, u64, Nanos);
-    #[inline]
-    fn run<S: FnMut(Nanos, u64) -> Decision>(self, mut step: S) -> (u64, u64, Nanos) {
-        let (t, r, w, a) = (self.times, self.rem, self.wait, self.allowed);
-        match self.costs {
-            None => fill(t, r, w, a, |_| 1, &mut step),
-            Some(c) => fill(t, r, w, a, |i| u64_at(c, i), &mut step),
-        }
-    }
 }
 
 /// A core with an `acquire_batch`: the lock-free limiters ([`BatchAcquire`], one CAS per
@@ -147,7 +122,7 @@ impl<const N: usize> Batched for &mut SlidingLog<N> {
 
 impl Fill<'_> {
     /// The chunk through the core's `acquire_batch` ([`Batched`]: every limiter): the same
-    /// decisions as [`Sink::run`] over `acquire`, without building a `Decision` per event.
+    /// decisions as per-event `acquire`, without building a `Decision` per event.
     #[inline]
     pub(crate) fn batch<B: Batched>(self, core: B) -> (u64, u64, Nanos) {
         let Fill {
@@ -201,40 +176,6 @@ impl Fill<'_> {
         let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
         (admitted, delayed, last)
     }
-}
-
-#[inline(always)]
-fn fill<C: Fn(usize) -> u64, S: FnMut(Nanos, u64) -> Decision>(
-    times: &[u8],
-    rem: &mut [u8],
-    wait: &mut [u8],
-    al: &mut [u8],
-    cost: C,
-    step: &mut S,
-) -> (u64, u64, Nanos) {
-    let (mut admitted, mut delayed) = (0u64, 0u64);
-    let mut last = Nanos::ZERO;
-    for (i, (((t, rem), wait), al)) in times
-        .chunks_exact(8)
-        .zip(rem.chunks_exact_mut(8))
-        .zip(wait.chunks_exact_mut(8))
-        .zip(al.iter_mut())
-        .enumerate()
-    {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(t);
-        let now = round_ns(f64::from_ne_bytes(a) * 1e9);
-        last = now;
-        let d = step(now, cost(i));
-        let ok = d.is_allowed();
-        admitted += ok as u64;
-        *al = ok as u8;
-        rem.copy_from_slice(&d.remaining.to_ne_bytes());
-        let w = if ok { d.delay() } else { d.retry_after };
-        delayed += (ok & !w.is_zero()) as u64;
-        wait.copy_from_slice(&w.as_secs_f64().to_ne_bytes());
-    }
-    (admitted, delayed, last)
 }
 
 /// [`Nanos::as_secs_f64`], bit for bit: below 2^63 (every `retry_after` of a token
