@@ -386,7 +386,7 @@ impl ScgLua {
     pub fn new(l: Limit) -> Option<Self> {
         let (rate, capacity, requested) = if l.per == SEC {
             (l.rate, l.burst, 1)
-        } else if l.rate == 1 && l.per % SEC == 0 {
+        } else if l.rate == 1 && l.per.is_multiple_of(SEC) {
             let p = l.per / SEC;
             (1, l.burst * p, p)
         } else {

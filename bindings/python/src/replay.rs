@@ -22,7 +22,7 @@
 
 use crate::errors;
 use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
-use crate::time::{TimeSource, round_ns};
+use crate::time::{TWO52, TimeSource, round_ns, round_small};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -77,6 +77,8 @@ pub(crate) struct Fill<'a> {
     times: &'a [u8],
     /// `k` native u64 costs, all within the capacity (validated), or all 1.
     costs: Option<&'a [u8]>,
+    /// Scratch of at least `k` items: the times in nanoseconds.
+    ns: &'a mut [u64],
     /// The chunk's `8·k` bytes of the `remaining` column.
     rem: &'a mut [u8],
     /// The chunk's `8·k` bytes of the `wait` column.
@@ -123,11 +125,17 @@ impl<const N: usize> Batched for &mut SlidingLog<N> {
 impl Fill<'_> {
     /// The chunk through the core's `acquire_batch` ([`Batched`]: every limiter): the same
     /// decisions as per-event `acquire`, without building a `Decision` per event.
+    ///
+    /// The times are converted to nanoseconds first ([`chunk_nanos`]: a plain loop over the
+    /// chunk, which the compiler vectorises); inside the decision loop the rounding's float
+    /// chain would lengthen every event's critical path. (Converting the waits to seconds
+    /// in a second pass as well measured slower: the division overlaps with the decisions.)
     #[inline]
     pub(crate) fn batch<B: Batched>(self, core: B) -> (u64, u64, Nanos) {
         let Fill {
             times,
             costs,
+            ns,
             rem,
             wait,
             allowed,
@@ -136,7 +144,9 @@ impl Fill<'_> {
         let (rem, _) = rem.as_chunks_mut::<8>();
         let (wait, _) = wait.as_chunks_mut::<8>();
         let k = allowed.len();
-        let at = |i: usize| round_ns(f64::from_ne_bytes(times[i]) * 1e9);
+        let ns = &mut ns[..k];
+        chunk_nanos(times, ns);
+        let ns = &*ns;
         let write = |i: usize, r: Result<BatchDecision, InsufficientCapacity>| {
             let d = r.unwrap_or(BatchDecision {
                 allowed: false,
@@ -156,10 +166,10 @@ impl Fill<'_> {
             allowed[i] = d.allowed as u8;
         };
         match costs {
-            None => core.batch(k, |i| (at(i), 1), write),
+            None => core.batch(k, |i| (Nanos(ns[i]), 1), write),
             Some(c) => {
                 let (c, _) = c.as_chunks::<8>();
-                core.batch(k, |i| (at(i), u64::from_ne_bytes(c[i])), write)
+                core.batch(k, |i| (Nanos(ns[i]), u64::from_ne_bytes(c[i])), write)
             }
         }
         // Counted afterwards, over the final outcomes (a redone batch writes twice).
@@ -173,8 +183,28 @@ impl Fill<'_> {
         } else {
             0
         };
-        let last = if k > 0 { at(k - 1) } else { Nanos::ZERO };
+        let last = ns.last().map_or(Nanos::ZERO, |&n| Nanos(n));
         (admitted, delayed, last)
+    }
+}
+
+/// `ns[i] = round_ns(times[i] · 1e9)` for a chunk. When every product is below 2^52 (any
+/// trace shorter than 52 days), [`round_small`] for all of them: a loop without branches,
+/// which vectorises; otherwise `round_ns` itself per event.
+fn chunk_nanos(times: &[[u8; 8]], ns: &mut [u64]) {
+    let mut small = true;
+    for t in times {
+        small &= f64::from_ne_bytes(*t) * 1e9 < TWO52;
+    }
+    // Two loops, so the common one has no branch at all.
+    if small {
+        for (n, t) in ns.iter_mut().zip(times) {
+            *n = round_small(f64::from_ne_bytes(*t) * 1e9);
+        }
+    } else {
+        for (n, t) in ns.iter_mut().zip(times) {
+            *n = round_ns(f64::from_ne_bytes(*t) * 1e9).0;
+        }
     }
 }
 
@@ -343,6 +373,7 @@ fn run_chunk<'py, P: PyLimiter>(
     times: &Column<'py>,
     costs: Option<&Column<'py>>,
     (a, b): (usize, usize),
+    ns: &mut [u64],
     rem: &mut [u8],
     wait: &mut [u8],
     allowed: &mut [u8],
@@ -353,6 +384,7 @@ fn run_chunk<'py, P: PyLimiter>(
             let fill = Fill {
                 times,
                 costs,
+                ns,
                 rem,
                 wait,
                 allowed,
@@ -401,6 +433,8 @@ fn replay_on<'py, P: PyLimiter>(
             auto.as_ref()
         }
     };
+    // The chunk's times in nanoseconds (see `Fill::batch`).
+    let mut ns = vec![0u64; CHUNK.min(n)];
     let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
     let mut tally = |(ad, de, la): (u64, u64, Nanos)| {
         admitted += ad;
@@ -418,6 +452,7 @@ fn replay_on<'py, P: PyLimiter>(
                     times,
                     costs,
                     (a, b),
+                    &mut ns,
                     &mut rem[8 * a..8 * b],
                     &mut wait[8 * a..8 * b],
                     &mut allowed[a..b],
@@ -442,6 +477,7 @@ fn replay_on<'py, P: PyLimiter>(
                     times,
                     costs,
                     (a, b),
+                    &mut ns,
                     rem,
                     wait,
                     allowed,

@@ -30,27 +30,34 @@ pub(crate) fn to_nanos(name: &str, seconds: f64) -> PyResult<Nanos> {
     Ok(round_ns(seconds * 1e9))
 }
 
+/// `2^52`: from there on, doubles are whole numbers.
+pub(crate) const TWO52: f64 = 4_503_599_627_370_496.0;
+
 /// A non-negative, non-NaN nanosecond count → the nearest whole nanosecond, halves away
 /// from zero, saturating. The same as `x.round() as u64` without a libm call (x86-64
 /// baseline has no `roundsd`) and, below 2^52 ns (52 days), without any float ↔ integer
 /// conversion instruction, which matters in `replay`'s loop.
 #[inline]
 pub(crate) fn round_ns(x: f64) -> Nanos {
-    const TWO52: f64 = 4_503_599_627_370_496.0;
     if x < TWO52 {
-        // `x + 2^52` lies in [2^52, 2^53), where the spacing of doubles is exactly 1: the
-        // add rounds x to the nearest integer (ties to even) and the mantissa bits are
-        // that integer. `x − r` is exact (|x − r| ≤ 0.5, both below 2^52): a tie rounded
-        // down to even is 0.5 exactly, and is rounded up instead (halves away from zero).
-        let y = x + TWO52;
-        let i = y.to_bits() - TWO52.to_bits();
-        let r = y - TWO52;
-        return Nanos(i + (x - r == 0.5) as u64);
+        return Nanos(round_small(x));
     }
     // `as` saturates: +inf and anything past u64::MAX become u64::MAX.
     let i = x as u64;
     // Here x ≥ 2^52 is a whole number and the difference is <= 0.
     Nanos(i.saturating_add((x - i as f64 >= 0.5) as u64))
+}
+
+/// [`round_ns`] for `0 ≤ x < 2^52`: no branch, so a loop of it vectorises.
+#[inline(always)]
+pub(crate) fn round_small(x: f64) -> u64 {
+    // `x + 2^52` lies in [2^52, 2^53), where the spacing of doubles is exactly 1: the add
+    // rounds x to the nearest integer (ties to even) and the mantissa bits are that
+    // integer. `x − r` is exact (|x − r| ≤ 0.5, both below 2^52): a tie rounded down to
+    // even is 0.5 exactly, and is rounded up instead (halves away from zero).
+    let y = x + TWO52;
+    let r = y - TWO52;
+    (y.to_bits() - TWO52.to_bits()) + u64::from(x - r == 0.5)
 }
 
 /// Like [`to_nanos`], and zero (after rounding) is a `ValueError` too.

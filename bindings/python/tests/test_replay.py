@@ -121,6 +121,32 @@ def test_replay_equals_single_calls_every_limiter(kind, evs, with_costs):
     assert a.peek(0) == b.peek(0)
 
 
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+@given(
+    ts=st.lists(
+        st.one_of(
+            st.floats(0, 1e13),  # up to ~300 000 years: past 2^52 ns (52 days)
+            st.integers(0, 10**16).map(lambda n: n / 2e9),  # halves of a nanosecond
+            st.integers(4_503_599_627_370_000, 4_503_599_627_371_000).map(lambda n: n / 1e9),
+        ),
+        max_size=60,
+    ),
+)
+def test_replay_time_rounding_equals_single_calls(kind, ts):
+    """replay converts times to nanoseconds exactly as clock.set does, on both sides of
+    2^52 ns and at ties (halves away from zero)."""
+    a = MAKERS[kind](weir.ManualClock())
+    r = weir.replay(a, ts)
+    b = MAKERS[kind](weir.ManualClock())
+    for i, t in enumerate(ts):
+        b.clock.set(t)
+        d = b.try_acquire()
+        assert r[i] == (d.allowed, d.remaining, d.retry_after, d.delay)
+    if ts:
+        assert a.clock.now() == b.clock.now()
+    assert a.peek(0) == b.peek(0)
+
+
 def test_replay_leaky_bucket_delays_column():
     c = weir.ManualClock()
     lb = weir.LeakyBucket(2, 1.0, 2, delay=1, clock=c)

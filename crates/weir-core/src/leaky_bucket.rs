@@ -201,23 +201,18 @@ impl LeakyBucketConfig {
             let fits = need <= w;
             let write_now = fits & (cost != 0);
             wrote |= write_now;
-            s = if write_now {
-                now_u.wrapping_add(need)
-            } else {
-                s
-            };
+            // Selects the compiler must keep (the verdict flips at random on a trace over
+            // the rate: a branch on it would be mispredicted about half the time).
+            s = core::hint::select_unpredictable(write_now, now_u.wrapping_add(need), s);
             // `remaining` counts against the no-delay threshold; `retry_after` is
             // ⌈(need − W) / k⌉, zero when it fits; `delay` is ⌈(need − undelayed) / k⌉ for
             // an accepted cost above the threshold (a cost 0 is never delayed). Every
             // numerator is below 2^63: need − W ≤ ahead, and need ≤ W when accepted.
-            let after = if fits { need } else { ahead };
+            let after = core::hint::select_unpredictable(fits, need, ahead);
             let remaining = t.div_lt_half(undelayed.saturating_sub(after));
             let retry = k.div_ceil_lt_half(need.saturating_sub(w));
-            let over = if write_now {
-                need.saturating_sub(undelayed)
-            } else {
-                0
-            };
+            let over =
+                core::hint::select_unpredictable(write_now, need.saturating_sub(undelayed), 0);
             let delay = k.div_ceil_lt_half(over);
             write(
                 i,

@@ -282,13 +282,27 @@ struct Cursor {
     latest: u64,
 }
 
+/// A ring position `j < 2N` (or `< 2` for `N ≤ 1`) taken modulo `N`: a mask when `N` is a
+/// power of two (as every log size of the Python binding is), so the index is provably in
+/// range (no bounds check) and no compare-and-select is needed; a subtraction otherwise.
+#[inline(always)]
+const fn wrap<const N: usize>(j: usize) -> usize {
+    if N.is_power_of_two() {
+        j & (N - 1)
+    } else if j >= N {
+        j - N
+    } else {
+        j
+    }
+}
+
 impl Cursor {
     /// The `i`-th oldest entry ([`SlidingLogState::get`]; `i < N`, or `u64::MAX`).
     #[inline(always)]
     fn get<const N: usize>(&self, ring: &[u64; N], i: usize) -> u64 {
-        let j = self.head + i;
-        let j = if j >= N { j - N } else { j };
-        ring.get(j).copied().unwrap_or(u64::MAX)
+        ring.get(wrap::<N>(self.head + i))
+            .copied()
+            .unwrap_or(u64::MAX)
     }
 
     /// One acquisition of `cost ≤ limit ≤ N` at `now` for [`SlidingLog::acquire_batch`]:
@@ -316,8 +330,7 @@ impl Cursor {
         let e1 = e0 & (l > 1) & expired(1);
         let e2 = e1 & (l > 2) & expired(2);
         let gone = e0 as usize + e1 as usize;
-        let head = h + gone;
-        self.head = if head >= n { head - n } else { head };
+        self.head = wrap::<N>(h + gone);
         self.len = l - gone;
         if e2 {
             self.drop_expired(ring, w, eff);
@@ -327,10 +340,8 @@ impl Cursor {
         if cost == 1 {
             // Store the entry by a select: slot `len` is free whenever it fits (len <
             // limit ≤ N); when it does not, the slot gets back its own value.
-            let j = self.head + self.len;
-            let j = if j >= n { j - n } else { j };
-            if let Some(slot) = ring.get_mut(j) {
-                *slot = if fits { eff } else { *slot };
+            if let Some(slot) = ring.get_mut(wrap::<N>(self.head + self.len)) {
+                *slot = core::hint::select_unpredictable(fits, eff, *slot);
             }
             self.len += fits as usize;
         } else if fits {
@@ -346,14 +357,11 @@ impl Cursor {
         // `live + cost − limit − 1` (0 when admitted: read, then discarded).
         let i = (live + cost).saturating_sub(limit + 1) as usize;
         let expiry = Nanos(self.get(ring, i).saturating_add(w)) - Nanos(now);
+        // Selects, not branches: the verdict flips at random on a trace over the limit.
         BatchDecision {
             allowed: fits,
-            remaining: if fits {
-                limit - live - cost
-            } else {
-                limit.saturating_sub(live)
-            },
-            retry_after: if fits { Nanos::ZERO } else { expiry },
+            remaining: limit.saturating_sub(live + u64::from(fits) * cost),
+            retry_after: Nanos(core::hint::select_unpredictable(fits, 0, expiry.0)),
             delay: Nanos::ZERO,
         }
     }

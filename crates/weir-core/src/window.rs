@@ -52,7 +52,7 @@
 //! assert_eq!(sw.peek(Nanos::from_millis(1500), 0).unwrap().remaining, 1);
 //! ```
 
-use crate::arith::Divider;
+use crate::arith::{Divider, HALF};
 use crate::batch::{BatchAcquire, BatchDecision, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
@@ -582,7 +582,9 @@ impl SlidingWindowConfig {
         let mut wrote = false;
         // The decoded word; `valid` once an event decoded it and its window start fits.
         let (mut idx, mut start, mut prev, mut cur, mut valid) = (0u64, 0u64, 0u64, 0u64, false);
-        // The last fit point computed on the fast path, and its counts and cost.
+        // `prev` is fixed within a window: divide by it with a multiply (see below).
+        let mut by_prev = Divider::new(1);
+        // The last fit point computed on the slow retry path, and its counts and cost.
         let mut memo = ((0u64, 0u64, u64::MAX), 0u128);
         for i in a..b {
             let (now, cost) = event(i);
@@ -597,15 +599,27 @@ impl SlidingWindowConfig {
                 let fits = est + cost <= limit;
                 let taken = if fits { cost } else { 0 };
                 let remaining = limit.saturating_sub(est + taken);
-                let retry = if fits {
-                    0
-                } else {
-                    // A run of rejections shares its counts: one division per run.
+                // `fit_point(prev, cur, cost)` in its usual case, without a branch or a
+                // `div`: `cost` fits this window's count (`t = limit − cur − cost`), and
+                // the weight falls to `t` at `e' = W − ⌊t·W / prev⌋` within the window
+                // (`0 < keep`), or is already there (`t ≥ prev`: `e' = 0`). Any other case
+                // (rare: the window's own count is full, or `t·W` needs 64 bits) takes
+                // `fit_point` itself, once per run of rejections with the same counts.
+                let t = limit.wrapping_sub(cur).wrapping_sub(cost);
+                let (tw, wide) = t.overflowing_mul(w);
+                let keep = by_prev.div_lt_half(tw & !HALF);
+                let usual = (cur + cost <= limit) & (tw < HALF) & !wide;
+                let fit = if t >= prev { 0 } else { w - keep };
+                let mut retry = fit.saturating_sub(e);
+                if !fits & !(usual & ((t >= prev) | (keep > 0))) {
                     if memo.0 != (prev, cur, cost) {
                         memo = ((prev, cur, cost), self.fit_point(prev, cur, cost));
                     }
-                    Self::until(memo.1, e)
-                };
+                    retry = Self::until(memo.1, e);
+                }
+                // Zero when admitted, by a mask: the verdict flips at random on a trace
+                // over the limit, so a branch on it would be mispredicted half the time.
+                let retry = retry & u64::from(fits).wrapping_sub(1);
                 cur += taken;
                 wrote |= taken != 0;
                 (fits, remaining, retry)
@@ -622,6 +636,9 @@ impl SlidingWindowConfig {
                 wrote |= new != s;
                 s = new;
                 (idx, prev, cur) = (v.idx, p.c1(new), p.c0(new));
+                if by_prev.divisor() != prev.max(1) {
+                    by_prev = Divider::new(prev);
+                }
                 (start, valid) = match idx.checked_mul(w) {
                     Some(st) => (st, true),
                     None => (0, false),
