@@ -469,6 +469,10 @@ mod tests {
             batch_equals_each::<8>(5, 1_000, seed);
             batch_equals_each::<64>(64, 1 << 20, seed);
             batch_equals_each::<2>(2, u64::MAX, seed);
+            // Sizes that are not powers of two wrap by a subtraction, not a mask.
+            batch_equals_each::<3>(3, 100, seed);
+            batch_equals_each::<5>(4, 1_000, seed);
+            batch_equals_each::<7>(7, 1 << 20, seed);
         }
     }
 }
