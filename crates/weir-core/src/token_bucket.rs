@@ -631,7 +631,7 @@ impl SharedTokenBucket {
         // always fits (`0 ≤ limit`).
         let ahead_now = d < HALF;
         if ahead_now && d > limit {
-            return Err(d);
+            return Self::over_limit(d);
         }
         // On the chain from the load: one subtract (flags) and one predicted branch; the
         // new word depends on the load and `inc` only.
@@ -640,6 +640,15 @@ impl SharedTokenBucket {
         } else {
             now_u.wrapping_add(inc)
         })
+    }
+
+    /// `Err(ahead)`, out of line: a call to a cold function makes the over-limit branch
+    /// unlikely, so the admitted path runs straight to the CAS with no taken jump (the
+    /// loop's back-edge only, as in the CAS floor).
+    #[cold]
+    #[inline(never)]
+    const fn over_limit(ahead: u64) -> Result<u64, u64> {
+        Err(ahead)
     }
 
     /// [`SharedTokenBucket::step`] after a lost CAS race (`cost ≥ 1`), from the word `s`
