@@ -2,7 +2,8 @@
 //!
 //! Glue only: every decision is made by `weir-core`'s primitives (the exact production
 //! decisions); this crate converts arguments (float seconds ↔ [`weir_core::Nanos`], see
-//! [`time`]), maps outcomes to exceptions in one place ([`errors`]) and wraps results.
+//! the `time` module), maps outcomes to exceptions in one place (`errors`) and wraps
+//! results.
 //! Objects are `#[pyclass(frozen)]` over the core's lock-free shared forms, so they are
 //! thread-safe without a `Mutex` or pyo3's borrow flag on the hot path.
 
