@@ -112,10 +112,10 @@ impl Headers for ReqHeaders<'_> {
 }
 
 fn body_len(req: &RequestHeader) -> Option<u64> {
-    if req.headers.contains_key("transfer-encoding") {
+    if req.headers.contains_key(http::header::TRANSFER_ENCODING) {
         return None;
     }
-    match req.headers.get("content-length") {
+    match req.headers.get(http::header::CONTENT_LENGTH) {
         Some(v) => v.to_str().ok().and_then(|s| s.trim().parse().ok()),
         None => Some(0),
     }
@@ -591,34 +591,55 @@ fn has_token(list: &[u8], token: &str) -> bool {
 /// The header fields present in `headers` not to forward: hop-by-hop ones and those named in
 /// `Connection` (never `Host`). `upgrade`: keep `Connection` and `Upgrade` for a protocol
 /// switch. Allocates nothing when there is nothing to remove (the common case).
+///
+/// Order matters (removal reorders Pingora's header map): the names come as `Connection`
+/// lists them, then [`HOP_BY_HOP`] in its order, then `Connection` itself. Presence is found
+/// in one pass over the (few) distinct names instead of one hash lookup per candidate, and a
+/// `Connection` token is looked up by `&str` (no allocation) before it is made a
+/// `HeaderName`: tokens naming an absent field (`Connection: keep-alive`) cost nothing.
 fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
+    let mut present = [false; HOP_BY_HOP.len()];
+    let mut connection = false;
+    for name in headers.keys() {
+        if *name == http::header::CONNECTION {
+            connection = true;
+        } else if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[i] = true;
+        }
+    }
     let mut names: Vec<HeaderName> = Vec::new();
-    for v in headers.get_all(http::header::CONNECTION) {
-        for t in v.as_bytes().split(|b| *b == b',') {
-            let t = t.trim_ascii();
-            if t.is_empty() {
-                continue;
-            }
-            // Header names are case-insensitive: `from_bytes` lowercases.
-            let Ok(name) = HeaderName::from_bytes(t) else {
-                continue;
-            };
-            let keep = name == http::header::HOST
-                || (upgrade && (name == http::header::UPGRADE || name == http::header::CONNECTION));
-            if !keep {
-                names.push(name);
+    if connection {
+        for v in headers.get_all(http::header::CONNECTION) {
+            for t in v.as_bytes().split(|b| *b == b',') {
+                let t = t.trim_ascii();
+                // Not valid UTF-8: not a valid header name either.
+                let Ok(t) = core::str::from_utf8(t) else {
+                    continue;
+                };
+                // Case-insensitive, and false for an empty or invalid name.
+                if !headers.contains_key(t) {
+                    continue;
+                }
+                let Ok(name) = HeaderName::from_bytes(t.as_bytes()) else {
+                    continue;
+                };
+                let keep = name == http::header::HOST
+                    || (upgrade
+                        && (name == http::header::UPGRADE || name == http::header::CONNECTION));
+                if !keep {
+                    names.push(name);
+                }
             }
         }
     }
-    for h in &HOP_BY_HOP {
-        if headers.contains_key(h) && !(upgrade && *h == http::header::UPGRADE) {
+    for (h, present) in HOP_BY_HOP.iter().zip(present) {
+        if present && !(upgrade && *h == http::header::UPGRADE) {
             names.push(h.clone());
         }
     }
-    if !upgrade && headers.contains_key(http::header::CONNECTION) {
+    if !upgrade && connection {
         names.push(http::header::CONNECTION);
     }
-    names.retain(|n| headers.contains_key(n));
     names
 }
 
@@ -640,5 +661,85 @@ fn classify(e: &Error) -> AttemptResult {
             AttemptResult::Reset
         }
         _ => AttemptResult::ProtocolError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The straightforward form `hop_by_hop` must agree with: every candidate, then the
+    /// ones present.
+    fn reference(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
+        let mut names: Vec<HeaderName> = Vec::new();
+        for v in headers.get_all(http::header::CONNECTION) {
+            for t in v.as_bytes().split(|b| *b == b',') {
+                let t = t.trim_ascii();
+                let Ok(name) = HeaderName::from_bytes(t) else {
+                    continue;
+                };
+                let keep = name == http::header::HOST
+                    || (upgrade
+                        && (name == http::header::UPGRADE || name == http::header::CONNECTION));
+                if !keep {
+                    names.push(name);
+                }
+            }
+        }
+        for h in &HOP_BY_HOP {
+            if headers.contains_key(h) && !(upgrade && *h == http::header::UPGRADE) {
+                names.push(h.clone());
+            }
+        }
+        if !upgrade && headers.contains_key(http::header::CONNECTION) {
+            names.push(http::header::CONNECTION);
+        }
+        names.retain(|n| headers.contains_key(n));
+        names
+    }
+
+    #[test]
+    fn hop_by_hop_matches_reference() {
+        let cases: &[&[(&str, &[u8])]] = &[
+            &[],
+            &[("host", b"a"), ("user-agent", b"x")],
+            &[("connection", b"keep-alive"), ("server", b"nginx")],
+            &[("connection", b"close"), ("keep-alive", b"timeout=5")],
+            &[
+                ("connection", b"X-Foo, , Keep-Alive,host"),
+                ("x-foo", b"1"),
+                ("keep-alive", b"t"),
+                ("host", b"h"),
+                ("te", b"trailers"),
+                ("trailer", b"x"),
+                ("upgrade", b"websocket"),
+                ("proxy-connection", b"k"),
+            ],
+            &[
+                ("connection", b"upgrade"),
+                ("connection", b"x-bar, x-foo"),
+                ("upgrade", b"h2c"),
+                ("x-bar", b"1"),
+                ("x-foo", b"2"),
+            ],
+            &[("connection", b"bad name, \xff, x-a"), ("x-a", b"1")],
+            &[("te", b"trailers"), ("upgrade", b"websocket")],
+        ];
+        for case in cases {
+            let mut map = http::HeaderMap::new();
+            for (k, v) in *case {
+                map.append(
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    http::HeaderValue::from_bytes(v).unwrap(),
+                );
+            }
+            for upgrade in [false, true] {
+                assert_eq!(
+                    hop_by_hop(&map, upgrade),
+                    reference(&map, upgrade),
+                    "{case:?} upgrade={upgrade}"
+                );
+            }
+        }
     }
 }
