@@ -53,8 +53,16 @@ pub struct Weir {
 }
 
 /// Per-request weir state, to be kept in (or as) the proxy's `CTX`.
+///
+/// One pointer: the state lives on the heap. Pingora keeps the `CTX` inline in each
+/// request's future, which it moves into a fresh box per request (`process_new_http`), so
+/// every byte of the context would be copied once more per request; one small allocation
+/// is cheaper than copying the ~0.6 KB state.
 #[derive(Default)]
-pub struct WeirCtx {
+pub struct WeirCtx(Box<CtxState>);
+
+#[derive(Default)]
+struct CtxState {
     // `Flow` is `Send`; the mutex only makes the context `Sync` as Pingora requires of a
     // CTX. It is never locked: every access goes through `&mut` (`get_mut`).
     flow: Option<Mutex<Flow>>,
@@ -78,27 +86,29 @@ pub struct WeirCtx {
     _inflight: Option<InflightGuard>,
 }
 
-impl WeirCtx {
+impl CtxState {
     fn flow(&mut self) -> Option<&mut Flow> {
         self.flow.as_mut().map(|m| {
             m.get_mut()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         })
     }
+}
 
+impl WeirCtx {
     /// The route the request matched (after `request_filter`), if any.
     pub fn route(&mut self) -> Option<&str> {
-        self.flow().and_then(|f| f.route())
+        self.0.flow().and_then(|f| f.route())
     }
 
     /// The request id (after `request_filter`).
     pub fn request_id(&mut self) -> Option<&str> {
-        self.flow().map(|f| f.request_id())
+        self.0.flow().map(|f| f.request_id())
     }
 
     /// The attempt in progress (between `upstream_peer` and its outcome).
     pub fn attempt(&self) -> Option<&Attempt> {
-        self.attempt.as_ref()
+        self.0.attempt.as_ref()
     }
 }
 
@@ -189,6 +199,7 @@ impl Weir {
         session: &mut Session,
         ctx: &mut WeirCtx,
     ) -> pingora::Result<bool> {
+        let ctx = &mut *ctx.0;
         ctx._inflight = Some(self.inflight.enter());
         // Body inactivity in both directions is bounded by `idle_timeout` (CONTRACT §2).
         let idle = self.engine.server().idle_timeout;
@@ -243,6 +254,7 @@ impl Weir {
         ctx: &mut WeirCtx,
         prev_ctx: &(dyn core::any::Any + Send + Sync),
     ) {
+        let ctx = &mut *ctx.0;
         if prev_ctx.is::<crate::guard::BodyRejected>() {
             ctx.body_rejected = true;
         }
@@ -275,6 +287,7 @@ impl Weir {
         _session: &mut Session,
         ctx: &mut WeirCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
+        let ctx = &mut *ctx.0;
         if let Some(backoff) = ctx.backoff.take() {
             tokio::time::sleep(backoff).await;
         }
@@ -321,6 +334,7 @@ impl Weir {
         upstream_request: &mut RequestHeader,
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
+        let ctx = &mut *ctx.0;
         for name in hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request)) {
             upstream_request.remove_header(&name);
         }
@@ -347,6 +361,7 @@ impl Weir {
         upstream_response: &mut ResponseHeader,
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
+        let ctx = &mut *ctx.0;
         let status = upstream_response.status.as_u16();
         if (100..200).contains(&status) && status != 101 {
             return Ok(()); // informational; the final head follows
@@ -392,6 +407,7 @@ impl Weir {
         ctx: &mut WeirCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
+        let ctx = &mut *ctx.0;
         let retry = self.decide(ctx, AttemptResult::ConnectFailure);
         e.set_retry(retry);
         e
@@ -409,6 +425,7 @@ impl Weir {
         ctx: &mut WeirCtx,
         client_reused: bool,
     ) -> Box<Error> {
+        let ctx = &mut *ctx.0;
         if ctx.forwarded {
             if ctx.error.is_none() {
                 ctx.error = Some(match e.esource() {
@@ -454,7 +471,7 @@ impl Weir {
         e
     }
 
-    fn decide(&self, ctx: &mut WeirCtx, result: AttemptResult) -> bool {
+    fn decide(&self, ctx: &mut CtxState, result: AttemptResult) -> bool {
         if ctx.attempt.is_none() {
             return false;
         }
@@ -483,6 +500,7 @@ impl Weir {
         e: &Error,
         ctx: &mut WeirCtx,
     ) -> FailToProxy {
+        let ctx = &mut *ctx.0;
         let written = session.response_written().map(|h| h.status.as_u16());
         if let Some(status) = written {
             // Head already forwarded: the body was cut; the client sees a short body.
@@ -533,6 +551,7 @@ impl Weir {
     /// `ProxyHttp::logging`: ends the request in the engine (access log record, duration
     /// and outcome metrics, permits released).
     pub fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut WeirCtx) {
+        let ctx = &mut *ctx.0;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
         if ctx.error.is_none()
             && ctx.forwarded
