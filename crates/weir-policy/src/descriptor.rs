@@ -64,15 +64,29 @@ pub(crate) enum DescriptorError {
 }
 
 /// A built descriptor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Descriptor {
     /// Keyed 64-bit hash for the local table.
     pub table_hash: u64,
-    /// Stable hex digest for logs and the global store.
-    pub digest: String,
+    /// Stable 128-bit digest for logs and the global store; written as hex by
+    /// [`Descriptor::digest_hex`] only where it is used (a local limit with the access log
+    /// off never needs the text).
+    pub digest: u128,
+}
+
+impl Descriptor {
+    /// The digest as 32 lowercase hex digits (what logs and store keys show).
+    pub(crate) fn digest_hex(&self) -> String {
+        push_hex(String::with_capacity(32), self.digest, 32)
+    }
 }
 
 /// Builds the descriptor for `rl` (the route id is part of every key's namespace).
+///
+/// Both hashes see the route, `0xff`, then each part as its length (`u32`, little endian)
+/// followed by its bytes — length-prefixed so ("ab","c") and ("a","bc") differ. The parts
+/// are fed to the (streaming) hashers as they are found, which hashes the same bytes as
+/// one write of the concatenation, without building it.
 pub(crate) fn build(
     rl: &RateLimitPolicy,
     route: &str,
@@ -81,7 +95,12 @@ pub(crate) fn build(
     client_ip: Option<IpAddr>,
     table_key: (u64, u64),
 ) -> Result<Descriptor, DescriptorError> {
-    let mut buf: Vec<u8> = Vec::with_capacity(64);
+    let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
+    th.write(route.as_bytes());
+    th.write_u8(0xff);
+    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+    dh.write(route.as_bytes());
+    dh.write_u8(0xff);
     let mut ip_text = String::new();
     for part in &rl.key {
         let value: Option<&[u8]> = match part {
@@ -101,21 +120,15 @@ pub(crate) fn build(
         if value.len() as u64 > rl.max_key_bytes {
             return Err(DescriptorError::TooLong);
         }
-        // Length-prefixed so ("ab","c") and ("a","bc") differ.
-        buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        buf.extend_from_slice(value);
+        let len = (value.len() as u32).to_le_bytes();
+        th.write(&len);
+        th.write(value);
+        dh.write(&len);
+        dh.write(value);
     }
-    let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
-    th.write(route.as_bytes());
-    th.write_u8(0xff);
-    th.write(&buf);
-    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
-    dh.write(route.as_bytes());
-    dh.write_u8(0xff);
-    dh.write(&buf);
     Ok(Descriptor {
         table_hash: th.finish(),
-        digest: push_hex(String::with_capacity(32), dh.finish128().as_u128(), 32),
+        digest: dh.finish128().as_u128(),
     })
 }
 
@@ -148,8 +161,8 @@ mod tests {
         let a = build(&p, "r", "GET", &h, None, (1, 2)).unwrap();
         let b = build(&p, "r", "GET", &h, None, (1, 2)).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a.digest.len(), 32);
-        assert!(!a.digest.contains("abc"));
+        assert_eq!(a.digest_hex().len(), 32);
+        assert!(!a.digest_hex().contains("abc"));
         let other = build(&p, "r", "GET", &[("x-c", "abd")], None, (1, 2)).unwrap();
         assert_ne!(a.table_hash, other.table_hash);
         assert_ne!(a.digest, other.digest);
@@ -173,6 +186,91 @@ mod tests {
         let e1 = build(&lax, "r", "GET", &(), None, (1, 2)).unwrap();
         let e2 = build(&lax, "r", "GET", &[("x-c", "")], None, (1, 2)).unwrap();
         assert_eq!(e1, e2);
+    }
+
+    /// The former form: the length-prefixed parts concatenated, then hashed in one write.
+    /// Digests name keys in the global store and in logs, so they must never change.
+    fn reference(
+        rl: &RateLimitPolicy,
+        route: &str,
+        method: &str,
+        headers: &dyn Headers,
+        client_ip: Option<IpAddr>,
+        table_key: (u64, u64),
+    ) -> Option<(u64, u128)> {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut ip_text = String::new();
+        for part in &rl.key {
+            let value: Option<&[u8]> = match part {
+                KeyPart::Route => Some(route.as_bytes()),
+                KeyPart::Method => Some(method.as_bytes()),
+                KeyPart::Header(h) => headers.get(h),
+                KeyPart::ClientIp => client_ip.map(|ip| {
+                    ip_text = ip.to_string();
+                    ip_text.as_bytes()
+                }),
+            };
+            let value = match value {
+                Some(v) if !v.is_empty() => v,
+                _ if rl.deny_empty_key => return None,
+                _ => b"",
+            };
+            if value.len() as u64 > rl.max_key_bytes {
+                return None;
+            }
+            buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            buf.extend_from_slice(value);
+        }
+        let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
+        th.write(route.as_bytes());
+        th.write_u8(0xff);
+        th.write(&buf);
+        let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+        dh.write(route.as_bytes());
+        dh.write_u8(0xff);
+        dh.write(&buf);
+        Some((th.finish(), dh.finish128().as_u128()))
+    }
+
+    #[test]
+    fn streamed_hashes_match_the_concatenation() {
+        let mut p = rl(
+            vec![
+                KeyPart::Route,
+                KeyPart::Header("x-c".into()),
+                KeyPart::Method,
+                KeyPart::ClientIp,
+                KeyPart::Header("x-d".into()),
+            ],
+            false,
+        );
+        p.max_key_bytes = 256;
+        let ip: IpAddr = "2001:db8::1".parse().unwrap();
+        let long = "k".repeat(200);
+        let hs: [&[(&str, &str)]; 4] = [
+            &[],
+            &[("x-c", "abc")],
+            &[("x-c", "abcdefghijklmnopq"), ("x-d", "1")],
+            &[("x-c", long.as_str()), ("x-d", "")],
+        ];
+        for h in hs {
+            for route in ["r", "a-much-longer-route-name"] {
+                for ip in [None, Some(ip)] {
+                    let got = build(&p, route, "GET", &h, ip, (7, 9)).unwrap();
+                    let want = reference(&p, route, "GET", &h, ip, (7, 9)).unwrap();
+                    assert_eq!((got.table_hash, got.digest), want);
+                }
+            }
+        }
+        // A fixed input's digest, as logs and stores have seen it.
+        let d = build(&p, "r", "GET", &hs[1], None, (0, 0)).unwrap();
+        assert_eq!(
+            d.digest_hex(),
+            format!(
+                "{:032x}",
+                reference(&p, "r", "GET", &hs[1], None, (0, 0)).unwrap().1
+            )
+        );
     }
 
     #[test]

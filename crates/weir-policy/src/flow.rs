@@ -144,19 +144,16 @@ impl Flow {
     pub(crate) fn begin(inner: Arc<Inner>, req: &RequestInfo<'_>) -> Flow {
         let live = inner.live.load_full();
         let now = inner.clock.now();
-        let path = req
-            .path
-            .split(['?', '#'])
-            .next()
-            .unwrap_or(req.path)
-            .to_string();
+        let path = req.path.split(['?', '#']).next().unwrap_or(req.path);
+        // The method and path are kept only for the access-log record.
+        let log = inner.log.enabled();
         let request_id = req
             .headers
             .get("x-request-id")
             .and_then(acceptable_request_id)
             .map(str::to_string)
             .unwrap_or_else(|| inner.new_request_id());
-        let idx = live.set.route_for(req.method, &path).map(|(i, _)| i);
+        let idx = live.set.route_for(req.method, path).map(|(i, _)| i);
         let route = idx.map(|i| live.routes[i].clone());
         let seq = inner.flows.fetch_add(1, Ordering::Relaxed);
         let mut f = Flow {
@@ -165,8 +162,12 @@ impl Flow {
             live,
             route: None,
             request_id,
-            method: req.method.to_string(),
-            path,
+            method: if log {
+                req.method.to_string()
+            } else {
+                String::new()
+            },
+            path: if log { path.to_string() } else { String::new() },
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
             idempotent: false,
@@ -341,7 +342,7 @@ impl Flow {
         let p = &route.policy;
 
         // 1. Rate limit.
-        if let (Some(rl), Some(desc)) = (&p.rate_limit, self.descriptor.clone()) {
+        if let (Some(rl), Some(desc)) = (&p.rate_limit, self.descriptor) {
             let shadow = rl.mode == Mode::Shadow;
             let decision = match rl.scope {
                 Scope::Local => route.limiter.as_ref().map(|l| {
@@ -353,7 +354,7 @@ impl Flow {
                 }),
                 Scope::Global => {
                     let req = StoreRequest {
-                        key: store_key(&p.id, &desc.digest),
+                        key: store_key(&p.id, &desc.digest_hex()),
                         route: p.id.clone(),
                         limit: route
                             .global
@@ -535,11 +536,13 @@ impl Flow {
             AttemptResult::Response { status } => (Some(status), None),
             other => (None, Some(other.label())),
         };
-        self.attempts.push(AttemptRec {
-            status,
-            error,
-            ms: elapsed.as_millis(),
-        });
+        if self.inner.log.enabled() {
+            self.attempts.push(AttemptRec {
+                status,
+                error,
+                ms: elapsed.as_millis(),
+            });
+        }
         route.metrics.attempt(result.label());
         if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
             let t = b
@@ -692,14 +695,15 @@ impl Flow {
         };
         let rec = Record {
             ts: now_rfc3339(),
-            request_id: self.request_id.clone(),
             instance: self.instance().to_string(),
+            // The flow ends here: its strings move into the record.
+            request_id: core::mem::take(&mut self.request_id),
             route,
-            method: self.method.clone(),
-            path: self.path.clone(),
+            method: core::mem::take(&mut self.method),
+            path: core::mem::take(&mut self.path),
             status,
             reason,
-            key_digest: self.descriptor.as_ref().map(|d| d.digest.clone()),
+            key_digest: self.descriptor.as_ref().map(Descriptor::digest_hex),
             scope: rl.map(|r| match r.scope {
                 Scope::Local => "local",
                 Scope::Global => "global",
