@@ -42,7 +42,7 @@ use pingora::protocols::{ALPN, Stream};
 use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
-use weir_http::{BodyDecoder, BodyFraming, Limits, Parsed};
+use weir_http::{BodyDecoder, BodyFraming, Limits, RequestHead};
 use weir_policy::{Engine, GatewayResponse};
 
 /// Marker the guard passes to the proxy (as the connection's user context, delivered by
@@ -122,11 +122,13 @@ impl<A> HeadGuard<A> {
         }
     }
 
-    /// Reads one request head into `buf`. `first`: the connection's first request.
+    /// Reads one request head into `buf`. `first`: the connection's first request. `head`
+    /// is the connection's parse result, reused from request to request (its buffers).
     async fn read_head(
         &self,
         stream: &mut Stream,
         buf: &mut BytesMut,
+        head: &mut RequestHead,
         accepted: Instant,
         first: bool,
         shutdown: &ShutdownWatch,
@@ -161,11 +163,11 @@ impl<A> HeadGuard<A> {
             Instant::now() + settings.header_timeout
         };
         loop {
-            match weir_http::parse_request(buf, &limits) {
-                Ok(Parsed::Complete(head, len)) => {
+            match weir_http::parse_request_into(head, buf, &limits) {
+                Ok(Some(len)) => {
                     return Ok(body_prefix_ok(head.framing(), &buf[len..]));
                 }
-                Ok(Parsed::Partial) => {
+                Ok(None) => {
                     match tokio::time::timeout_at(until, stream.read_buf(buf)).await {
                         Ok(Ok(n)) if n > 0 => {}
                         Err(_) => return Err(Stop::Reject(408, "client_timeout")),
@@ -240,10 +242,11 @@ where
         let mut stream = stream;
         let mut persistent: Option<HttpPersistentSettings> = None;
         let mut first = true;
+        let mut head = RequestHead::default();
         loop {
             let mut buf = BytesMut::with_capacity(4096);
             let body_ok = match self
-                .read_head(&mut stream, &mut buf, accepted, first, shutdown)
+                .read_head(&mut stream, &mut buf, &mut head, accepted, first, shutdown)
                 .await
             {
                 Ok(ok) => ok,
