@@ -21,8 +21,8 @@ use weir_http::{
     self as http, BodyDecoder, BodyFraming, Limits, RequestHead, ResponseHead, Version,
 };
 use weir_policy::{
-    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, Next, RequestInfo,
-    ServerSettings,
+    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Next,
+    RequestInfo, ServerSettings,
 };
 
 use crate::io::{Conn, IoFail};
@@ -540,7 +540,7 @@ async fn run_attempt(
 struct Forwarding {
     up: Conn,
     resp: ResponseHead,
-    headers: Vec<(&'static str, String)>,
+    headers: Vec<(&'static str, HeaderText)>,
     endpoint: SocketAddr,
 }
 

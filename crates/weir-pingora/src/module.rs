@@ -19,15 +19,15 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use http::HeaderName;
+use http::{HeaderName, HeaderValue};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::HttpPeer;
 use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
 use pingora::proxy::{FailToProxy, Session};
-use pingora::{Error, ErrorSource, ErrorType, RetryType};
+use pingora::{Error, ErrorSource, ErrorType, OrErr, RetryType};
 use weir_policy::{
-    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, Headers, Next, RequestInfo,
-    Timer,
+    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Headers, Next,
+    RequestInfo, Timer,
 };
 
 use crate::server::{Inflight, InflightGuard};
@@ -136,6 +136,13 @@ fn client_ip(session: &Session) -> Option<IpAddr> {
         PingoraAddr::Inet(a) => Some(a.ip()),
         _ => None,
     }
+}
+
+/// A header value from the engine, sharing its buffer (no copy: a clone of shared text is
+/// a reference count). Invalid values fail as `insert_header` fails on them.
+fn header_value(v: HeaderText) -> pingora::Result<HeaderValue> {
+    HeaderValue::from_maybe_shared(v.into_bytes())
+        .or_err(ErrorType::InvalidHTTPHeader, "invalid value while insert")
 }
 
 /// An error that ends Pingora's retry loop (the engine has decided).
@@ -345,7 +352,7 @@ impl Weir {
                 upstream_request.insert_header("host", a.endpoint.to_string())?;
             }
             for (name, value) in &a.request_headers {
-                upstream_request.insert_header(*name, value.as_str())?;
+                upstream_request.insert_header(*name, header_value(value.clone())?)?;
             }
         }
         Ok(())
@@ -380,7 +387,7 @@ impl Weir {
         match next {
             Next::Forward { headers } => {
                 for (name, value) in headers {
-                    upstream_response.insert_header(name, value)?;
+                    upstream_response.insert_header(name, header_value(value)?)?;
                 }
                 ctx.forwarded = true;
                 Ok(())

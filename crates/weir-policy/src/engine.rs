@@ -10,6 +10,7 @@ use crate::metrics::{Metrics, RouteMetrics};
 use crate::policy::*;
 use crate::response::{GatewayResponse, SimpleResponse, error_response};
 use crate::store::{GlobalLimit, GlobalStore};
+use crate::text::HeaderText;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -66,7 +67,7 @@ pub(crate) struct RouteRuntime {
     pub metrics: RouteMetrics,
     pub rr: AtomicUsize,
     /// `"ROUTE";q=Q;w=W`, prepared once.
-    pub ratelimit_policy: Option<String>,
+    pub ratelimit_policy: Option<HeaderText>,
 }
 
 /// One revision of the config with its state.
@@ -74,6 +75,8 @@ pub(crate) struct Live {
     pub revision: u64,
     pub set: Arc<PolicySet>,
     pub routes: Vec<Arc<RouteRuntime>>,
+    /// `x-weir-instance`, prepared once.
+    pub instance: HeaderText,
 }
 
 enum Source {
@@ -238,6 +241,7 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner()) = o;
         self.inner.live.store(Arc::new(Live {
             revision: cur.revision,
+            instance: HeaderText::from(set.server.instance.clone()),
             set: Arc::new(set),
             routes: cur.routes.clone(),
         }));
@@ -605,7 +609,7 @@ fn build_live(
         let (limiter, global, ratelimit_policy) = match &p.rate_limit {
             Some(rl) => {
                 let (q, w) = rl.algorithm.quota_window();
-                let hdr = Some(format!("\"{}\";q={q};w={w}", p.id));
+                let hdr = Some(HeaderText::from(format!("\"{}\";q={q};w={w}", p.id)));
                 match rl.scope {
                     Scope::Local => {
                         let params = (rl.algorithm, rl.max_keys);
@@ -684,6 +688,7 @@ fn build_live(
     }
     Live {
         revision,
+        instance: HeaderText::from(set.server.instance.clone()),
         set,
         routes,
     }

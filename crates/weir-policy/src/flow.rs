@@ -8,6 +8,7 @@ use crate::engine::{Inner, Live, RouteRuntime};
 use crate::policy::{UpstreamSettings, secs_ceil};
 use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
 use crate::store::{StoreError, StoreRequest, store_key};
+use crate::text::HeaderText;
 use crate::timer::{Either, Timer, select};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -53,7 +54,7 @@ pub struct Attempt {
     /// 1-based attempt number.
     pub number: u32,
     /// Headers to add to the upstream request (`x-request-id`, `x-weir-budget-ms`).
-    pub request_headers: Vec<(&'static str, String)>,
+    pub request_headers: Vec<(&'static str, HeaderText)>,
 }
 
 /// What an attempt produced.
@@ -93,7 +94,7 @@ pub enum Next {
     /// Forward this upstream response to the client, adding these headers.
     Forward {
         /// `x-weir-attempts`, ids, `RateLimit` fields, ...
-        headers: Vec<(&'static str, String)>,
+        headers: Vec<(&'static str, HeaderText)>,
     },
     /// Wait this long (backoff), then call [`Flow::next_attempt`] again.
     Retry {
@@ -109,7 +110,7 @@ pub struct Flow {
     inner: Arc<Inner>,
     live: Arc<Live>,
     route: Option<Arc<RouteRuntime>>,
-    request_id: String,
+    request_id: HeaderText,
     method: String,
     path: String,
     begin: Nanos,
@@ -119,7 +120,7 @@ pub struct Flow {
     descriptor: Option<Descriptor>,
     early: Option<(u16, &'static str)>,
     shadow: Option<&'static str>,
-    extra_headers: Vec<(&'static str, String)>,
+    extra_headers: Vec<(&'static str, HeaderText)>,
     remaining: Option<u64>,
     bypassed: bool,
     permit: Option<Permit>,
@@ -152,7 +153,8 @@ impl Flow {
             .get("x-request-id")
             .and_then(acceptable_request_id)
             .map(str::to_string)
-            .unwrap_or_else(|| inner.new_request_id());
+            .unwrap_or_else(|| inner.new_request_id())
+            .into();
         let idx = live.set.route_for(req.method, path).map(|(i, _)| i);
         let route = idx.map(|i| live.routes[i].clone());
         let seq = inner.flows.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +243,7 @@ impl Flow {
 
     /// The request id (kept from the request or generated).
     pub fn request_id(&self) -> &str {
-        &self.request_id
+        self.request_id.as_str()
     }
 
     /// The config revision this request runs under.
@@ -274,11 +276,16 @@ impl Flow {
             reason,
             self.route_id(),
             self.instance(),
-            &self.request_id,
+            self.request_id.as_str(),
             extra,
         );
-        r.headers.extend(self.extra_headers.iter().cloned());
+        r.headers.extend(self.extra_headers_text());
         r
+    }
+
+    /// The flow's extra headers (RateLimit fields, bypass marker) for a response it makes.
+    fn extra_headers_text(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        self.extra_headers.iter().map(|(k, v)| (*k, v.to_string()))
     }
 
     /// The fallback when configured, else the gateway error.
@@ -287,8 +294,9 @@ impl Flow {
         match fb {
             Some(f) => {
                 self.outcome = Some("fallback");
-                let mut r = fallback_response(&f, reason, self.instance(), &self.request_id);
-                r.headers.extend(self.extra_headers.iter().cloned());
+                let mut r =
+                    fallback_response(&f, reason, self.instance(), self.request_id.as_str());
+                r.headers.extend(self.extra_headers_text());
                 r
             }
             None => self.reject_with(status, reason, &[]),
@@ -377,8 +385,10 @@ impl Flow {
                             }
                             OnStoreError::Allow => {
                                 self.bypassed = true;
-                                self.extra_headers
-                                    .push(("x-weir-ratelimit", "bypassed".to_string()));
+                                self.extra_headers.push((
+                                    "x-weir-ratelimit",
+                                    HeaderText::from_static("bypassed"),
+                                ));
                                 route.metrics.bypassed.inc();
                                 None
                             }
@@ -409,7 +419,7 @@ impl Flow {
                     push_u64(&mut v, d.remaining);
                     v.push_str(";t=");
                     push_u64(&mut v, t);
-                    self.extra_headers.push(("ratelimit", v));
+                    self.extra_headers.push(("ratelimit", HeaderText::from(v)));
                 }
                 if rejected {
                     if shadow {
@@ -519,7 +529,10 @@ impl Flow {
             number: self.attempt_no,
             request_headers: vec![
                 ("x-request-id", self.request_id.clone()),
-                ("x-weir-budget-ms", per_try.as_millis().to_string()),
+                (
+                    "x-weir-budget-ms",
+                    HeaderText::from(per_try.as_millis().to_string()),
+                ),
             ],
         })
     }
@@ -561,9 +574,9 @@ impl Flow {
             AttemptResult::Response { .. } => {
                 self.outcome = Some("proxied");
                 let mut headers = vec![
-                    ("x-weir-attempts", self.attempt_no.to_string()),
+                    ("x-weir-attempts", HeaderText::from_count(self.attempt_no)),
                     ("x-request-id", self.request_id.clone()),
-                    ("x-weir-instance", self.instance().to_string()),
+                    ("x-weir-instance", self.live.instance.clone()),
                 ];
                 headers.extend(self.extra_headers.iter().cloned());
                 Next::Forward { headers }
@@ -697,7 +710,7 @@ impl Flow {
             ts: now_rfc3339(),
             instance: self.instance().to_string(),
             // The flow ends here: its strings move into the record.
-            request_id: core::mem::take(&mut self.request_id),
+            request_id: self.request_id.to_string(),
             route,
             method: core::mem::take(&mut self.method),
             path: core::mem::take(&mut self.path),

@@ -67,6 +67,7 @@ mod metrics;
 pub mod policy;
 mod response;
 mod store;
+mod text;
 mod timer;
 
 pub use config::ConfigError;
@@ -80,6 +81,7 @@ pub use policy::{
 };
 pub use response::{GatewayResponse, SimpleResponse};
 pub use store::{GlobalLimit, GlobalStore, StoreError, StoreRequest, store_key};
+pub use text::HeaderText;
 pub use timer::Timer;
 pub use weir_core::{Decision, Nanos, Verdict};
 

@@ -119,7 +119,7 @@ impl Sim {
                         let AttemptResult::Response { status } = result else {
                             panic!("forward without response")
                         };
-                        break (status, headers, b"upstream".to_vec());
+                        break (status, strings(headers), b"upstream".to_vec());
                     }
                     Next::Retry { backoff } => self.clock.advance(backoff.into()),
                     Next::Respond(r) => break (r.status, r.headers, r.body),
@@ -768,11 +768,16 @@ fn begin(s: &Sim, path: &str, headers: &[(&str, &str)]) -> Flow {
     })
 }
 
+/// Forwarded headers as the `(name, String)` pairs gateway responses carry.
+fn strings(headers: Vec<(&'static str, HeaderText)>) -> Vec<(&'static str, String)> {
+    headers.into_iter().map(|(k, v)| (k, v.into())).collect()
+}
+
 /// One upstream attempt answered 200 at once; returns the forwarded headers.
 fn proxy_ok(flow: &mut Flow) -> Vec<(&'static str, String)> {
     flow.next_attempt().expect("attempt");
     match flow.on_attempt(AttemptResult::Response { status: 200 }) {
-        Next::Forward { headers } => headers,
+        Next::Forward { headers } => strings(headers),
         other => panic!("expected forward, got {other:?}"),
     }
 }

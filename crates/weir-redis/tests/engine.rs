@@ -88,7 +88,11 @@ fn admit(engine: &Engine, consumer: &str) -> (u16, Vec<(&'static str, String)>) 
     match block_on(flow.admit(&SleepTimer)) {
         Admission::Proceed => {
             let a = flow.next_attempt().expect("an attempt may start");
-            let extra = a.request_headers.clone();
+            let extra = a
+                .request_headers
+                .iter()
+                .map(|(k, v)| (*k, v.to_string()))
+                .collect();
             flow.finish(200, None);
             (0, extra)
         }
