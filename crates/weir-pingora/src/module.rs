@@ -342,8 +342,9 @@ impl Weir {
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
         let ctx = &mut *ctx.0;
-        for name in hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request)) {
-            upstream_request.remove_header(&name);
+        let hop = hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request));
+        for name in hop.names() {
+            upstream_request.remove_header(name);
         }
         if let Some(a) = &ctx.attempt {
             if !upstream_request.headers.contains_key(http::header::HOST) {
@@ -376,8 +377,9 @@ impl Weir {
         if ctx.forwarded || ctx.attempt.is_none() {
             return Ok(());
         }
-        for name in hop_by_hop(&upstream_response.headers, status == 101) {
-            upstream_response.remove_header(&name);
+        let hop = hop_by_hop(&upstream_response.headers, status == 101);
+        for name in hop.names() {
+            upstream_response.remove_header(name);
         }
         let Some(flow) = ctx.flow() else {
             return Ok(());
@@ -598,6 +600,30 @@ static HOP_BY_HOP: [HeaderName; 5] = [
     http::header::UPGRADE,
 ];
 
+static CONNECTION: HeaderName = http::header::CONNECTION;
+
+/// The header fields to remove before forwarding a head ([`hop_by_hop`]).
+struct HopByHop {
+    /// Fields named by `Connection` tokens and present (rarely any: no allocation then).
+    named: Vec<HeaderName>,
+    /// Which of [`HOP_BY_HOP`] are present and to be removed.
+    fixed: [bool; HOP_BY_HOP.len()],
+    /// Remove `Connection` itself.
+    connection: bool,
+}
+
+impl HopByHop {
+    /// The names in removal order: `Connection`'s tokens as listed, then [`HOP_BY_HOP`] in
+    /// its order, then `Connection`.
+    fn names(&self) -> impl Iterator<Item = &HeaderName> {
+        let fixed = HOP_BY_HOP.iter().zip(self.fixed).filter(|(_, r)| *r);
+        self.named
+            .iter()
+            .chain(fixed.map(|(h, _)| h))
+            .chain(self.connection.then_some(&CONNECTION))
+    }
+}
+
 /// A request asking for a protocol switch (`Connection: upgrade` + `Upgrade`), which Pingora
 /// proxies as a tunnel: its `Connection`/`Upgrade` headers must reach the upstream.
 fn is_upgrade(req: &RequestHeader) -> bool {
@@ -616,14 +642,14 @@ fn has_token(list: &[u8], token: &str) -> bool {
 
 /// The header fields present in `headers` not to forward: hop-by-hop ones and those named in
 /// `Connection` (never `Host`). `upgrade`: keep `Connection` and `Upgrade` for a protocol
-/// switch. Allocates nothing when there is nothing to remove (the common case).
+/// switch. Allocates nothing unless `Connection` names a field that is present.
 ///
 /// Order matters (removal reorders Pingora's header map): the names come as `Connection`
 /// lists them, then [`HOP_BY_HOP`] in its order, then `Connection` itself. Presence is found
 /// in one pass over the (few) distinct names instead of one hash lookup per candidate, and a
 /// `Connection` token is looked up by `&str` (no allocation) before it is made a
 /// `HeaderName`: tokens naming an absent field (`Connection: keep-alive`) cost nothing.
-fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
+fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> HopByHop {
     let mut present = [false; HOP_BY_HOP.len()];
     let mut connection = false;
     for name in headers.keys() {
@@ -633,7 +659,7 @@ fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
             present[i] = true;
         }
     }
-    let mut names: Vec<HeaderName> = Vec::new();
+    let mut named: Vec<HeaderName> = Vec::new();
     if connection {
         for v in headers.get_all(http::header::CONNECTION) {
             for t in v.as_bytes().split(|b| *b == b',') {
@@ -653,20 +679,20 @@ fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
                     || (upgrade
                         && (name == http::header::UPGRADE || name == http::header::CONNECTION));
                 if !keep {
-                    names.push(name);
+                    named.push(name);
                 }
             }
         }
     }
-    for (h, present) in HOP_BY_HOP.iter().zip(present) {
-        if present && !(upgrade && *h == http::header::UPGRADE) {
-            names.push(h.clone());
-        }
+    let mut fixed = present;
+    for (h, remove) in HOP_BY_HOP.iter().zip(&mut fixed) {
+        *remove &= !(upgrade && *h == http::header::UPGRADE);
     }
-    if !upgrade && connection {
-        names.push(http::header::CONNECTION);
+    HopByHop {
+        named,
+        fixed,
+        connection: connection && !upgrade,
     }
-    names
 }
 
 /// Maps a Pingora error on an established connection (before the head) to an attempt
@@ -761,7 +787,10 @@ mod tests {
             }
             for upgrade in [false, true] {
                 assert_eq!(
-                    hop_by_hop(&map, upgrade),
+                    hop_by_hop(&map, upgrade)
+                        .names()
+                        .cloned()
+                        .collect::<Vec<_>>(),
                     reference(&map, upgrade),
                     "{case:?} upgrade={upgrade}"
                 );

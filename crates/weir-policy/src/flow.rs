@@ -411,8 +411,11 @@ impl Flow {
                 };
                 if let Some(pol) = &route.ratelimit_policy {
                     self.extra_headers.push(("ratelimit-policy", pol.clone()));
-                    // `"<id>";r=<remaining>;t=<seconds>`, built without `format!` (hot path).
-                    let mut v = String::with_capacity(p.id.len() + 32);
+                    // `"<id>";r=<remaining>;t=<seconds>`, built without `format!` (hot path),
+                    // in a buffer of the exact size: the header map then takes it as is
+                    // (`Bytes` from a `Vec` with spare capacity allocates a header).
+                    let len = p.id.len() + "\"\";r=;t=".len() + dec_len(d.remaining) + dec_len(t);
+                    let mut v = String::with_capacity(len);
                     v.push('"');
                     v.push_str(&p.id);
                     v.push_str("\";r=");
@@ -573,11 +576,12 @@ impl Flow {
         match result {
             AttemptResult::Response { .. } => {
                 self.outcome = Some("proxied");
-                let mut headers = vec![
+                let mut headers = Vec::with_capacity(3 + self.extra_headers.len());
+                headers.extend([
                     ("x-weir-attempts", HeaderText::from_count(self.attempt_no)),
                     ("x-request-id", self.request_id.clone()),
                     ("x-weir-instance", self.live.instance.clone()),
-                ];
+                ]);
                 headers.extend(self.extra_headers.iter().cloned());
                 Next::Forward { headers }
             }
@@ -752,6 +756,11 @@ impl Drop for Flow {
     }
 }
 
+/// The number of decimal digits of `n`.
+fn dec_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
 /// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
 fn push_u64(s: &mut String, mut n: u64) {
     let mut buf = [0u8; 20];
@@ -777,6 +786,7 @@ mod push_u64_tests {
             let mut s = String::from("x");
             super::push_u64(&mut s, n);
             assert_eq!(s, format!("x{n}"));
+            assert_eq!(super::dec_len(n), n.to_string().len());
         }
     }
 }
