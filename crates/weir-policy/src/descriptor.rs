@@ -101,6 +101,29 @@ pub(crate) fn build(
     let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
     dh.write(route.as_bytes());
     dh.write_u8(0xff);
+    for_each_part(rl, route, method, headers, client_ip, |value| {
+        let len = (value.len() as u32).to_le_bytes();
+        th.write(&len);
+        th.write(value);
+        dh.write(&len);
+        dh.write(value);
+    })?;
+    Ok(Descriptor {
+        table_hash: th.finish(),
+        digest: dh.finish128().as_u128(),
+    })
+}
+
+/// Calls `f` with each key part's value, in order, or fails as the key is invalid (an
+/// empty part under `deny_empty_key`, a part longer than `max_key_bytes`).
+fn for_each_part(
+    rl: &RateLimitPolicy,
+    route: &str,
+    method: &str,
+    headers: &dyn Headers,
+    client_ip: Option<IpAddr>,
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), DescriptorError> {
     let mut ip_text = String::new();
     for part in &rl.key {
         let value: Option<&[u8]> = match part {
@@ -120,16 +143,9 @@ pub(crate) fn build(
         if value.len() as u64 > rl.max_key_bytes {
             return Err(DescriptorError::TooLong);
         }
-        let len = (value.len() as u32).to_le_bytes();
-        th.write(&len);
-        th.write(value);
-        dh.write(&len);
-        dh.write(value);
+        f(value);
     }
-    Ok(Descriptor {
-        table_hash: th.finish(),
-        digest: dh.finish128().as_u128(),
-    })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -199,28 +215,11 @@ mod tests {
         table_key: (u64, u64),
     ) -> Option<(u64, u128)> {
         let mut buf: Vec<u8> = Vec::new();
-        let mut ip_text = String::new();
-        for part in &rl.key {
-            let value: Option<&[u8]> = match part {
-                KeyPart::Route => Some(route.as_bytes()),
-                KeyPart::Method => Some(method.as_bytes()),
-                KeyPart::Header(h) => headers.get(h),
-                KeyPart::ClientIp => client_ip.map(|ip| {
-                    ip_text = ip.to_string();
-                    ip_text.as_bytes()
-                }),
-            };
-            let value = match value {
-                Some(v) if !v.is_empty() => v,
-                _ if rl.deny_empty_key => return None,
-                _ => b"",
-            };
-            if value.len() as u64 > rl.max_key_bytes {
-                return None;
-            }
+        for_each_part(rl, route, method, headers, client_ip, |value| {
             buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
             buf.extend_from_slice(value);
-        }
+        })
+        .ok()?;
         let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
         th.write(route.as_bytes());
         th.write_u8(0xff);
