@@ -1,6 +1,7 @@
 //! A plain Pingora proxy with no weir: the baseline for the module's overhead
 //! (`bench/http/pingora.sh`). Same shape as `weir-pingora`: one listener, one upstream
-//! endpoint, upstream keep-alive pooling, the same `ServerConf`.
+//! endpoint, upstream keep-alive pooling, the same `ServerConf`, the same allocator
+//! (mimalloc, under the crate's default `mimalloc` feature).
 //!
 //! `cargo run --release -p weir-pingora --example plain -- LISTEN UPSTREAM [THREADS]`
 
@@ -9,6 +10,10 @@ use std::net::SocketAddr;
 use async_trait::async_trait;
 use pingora::prelude::*;
 use pingora::proxy::{ProxyHttp, Session};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Plain {
     upstream: SocketAddr,

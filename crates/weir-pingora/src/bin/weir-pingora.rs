@@ -9,6 +9,11 @@ use weir_pingora::server::{Drainer, ServerOptions, ShutdownSignals, new_server, 
 use weir_pingora::{AdminApp, HeadGuard, Weir, WeirProxy};
 use weir_policy::{Engine, Overrides};
 
+/// mimalloc (the crate's default `mimalloc` feature; see its manifest for why).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::parse(std::env::args().skip(1)) {
         Ok(c) => c,
