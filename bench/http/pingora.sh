@@ -10,7 +10,9 @@
 # has no limiter and sits this one out). Servers alternate within each round; every server is
 # restarted per run, warmed up for 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
 # Access logs off everywhere. Prints one line per run and a table of medians with ratios to
-# weir-pingora.
+# weir-pingora. Each run also records the server's CPU time (user + system, all its threads,
+# from /proc) per request served: every proxy here saturates one core, so CPU per request is
+# what decides req/s, and it moves far less than req/s with other load on the machine.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -75,7 +77,10 @@ start() {
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
-load() { # prints "req/s p50_ms p99_ms non2xx"
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user + system, in clock ticks
+TICK=$(getconf CLK_TCK)
+
+load() { # prints "req/s p50_ms p99_ms non2xx requests"
     wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$PORT/" >"$WORK/wrk.out"
     python3 - "$WORK/wrk.out" <<'EOF'
 import re, sys
@@ -86,7 +91,8 @@ def ms(label):
     return v / 1000 if u == "us" else v * 1000 if u == "s" else v
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
 non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0}")
+n = int(re.search(r"(\d+) requests in", t).group(1))
+print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0} {n}")
 EOF
 }
 
@@ -99,10 +105,13 @@ run_path() { # $1 path, $2.. servers
         for who in "$@"; do
             start "$who" "$path"
             wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
-            read -r rps p50 p99 non <<<"$(load)"
+            t0=$(cpu_ticks "$PID")
+            read -r rps p50 p99 non n <<<"$(load)"
+            t1=$(cpu_ticks "$PID")
             stop "$PID"
-            printf '%-6s round %d %-8s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %s\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non"
-            echo "$path $who $rps $p50 $p99" >>"$RESULTS"
+            cpu=$(python3 -c "print(f'{($t1 - $t0) / $TICK * 1e6 / max($n, 1):.1f}')")
+            printf '%-6s round %d %-8s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %-7s CPU %6s us/req\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non" "$cpu"
+            echo "$path $who $rps $p50 $p99 $cpu $r" >>"$RESULTS"
         done
     done
 }
@@ -117,17 +126,28 @@ python3 - "$RESULTS" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 print()
-print("| path | server | req/s (median) | p50 ms | p99 ms | req/s vs weir-pingora |")
-print("|---|---|---:|---:|---:|---:|")
+print("| path | server | req/s (median) | p50 ms | p99 ms | CPU us/req (median) | req/s vs weir-pingora |")
+print("|---|---|---:|---:|---:|---:|---:|")
 for path in ("proxy", "reject"):
     med = {}
     for who in ("plain", "pingora", "gateway", "nginx"):
         rs = [r for r in rows if r[0] == path and r[1] == who]
         if rs:
-            med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4)]
-    for who, (rps, p50, p99) in med.items():
+            med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4, 5)]
+    for who, (rps, p50, p99, cpu) in med.items():
         ratio = f"{rps / med['pingora'][0]:.2f}x"
-        print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {ratio} |")
+        print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {ratio} |")
     if "plain" in med:
+        # Per-round ratios (plain and weir-pingora run back to back within a round).
+        per = {}
+        for r in rows:
+            if r[0] == path and r[1] in ("plain", "pingora"):
+                per.setdefault(r[6], {})[r[1]] = (float(r[2]), float(r[5]))
+        pairs = [v for v in per.values() if len(v) == 2]
+        rps_r = [v["pingora"][0] / v["plain"][0] for v in pairs]
+        cpu_r = [v["plain"][1] / v["pingora"][1] for v in pairs]
         print(f"\n{path}: weir-pingora / plain Pingora = {med['pingora'][0] / med['plain'][0]:.3f} (req/s), p99 {med['pingora'][2] / med['plain'][2]:.2f}x")
+        print(f"{path}: per round, req/s ratio " + ", ".join(f"{x:.2f}" for x in rps_r)
+              + f" (median {statistics.median(rps_r):.3f}); CPU per request, plain / weir-pingora "
+              + ", ".join(f"{x:.2f}" for x in cpu_r) + f" (median {statistics.median(cpu_r):.3f})")
 EOF
