@@ -3,6 +3,7 @@
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
+use std::collections::BTreeSet;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -15,14 +16,28 @@ use crate::client::{Client, Resp};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// A free loopback port (bound then released). Another process may take it before the
-/// caller binds it (an outgoing connection's ephemeral port, another test's server):
-/// [`Gateway::start`] retries with fresh ports when that happens.
+/// Ports [`free_port`] has handed out in this test process.
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A free loopback port (bound then released), never the same one twice in a test process:
+/// once released, the kernel may pick the same port again for a concurrent test before
+/// either gateway binds it, and a client of one would then talk to the other. Another
+/// process may still take it before the caller binds it (an outgoing connection's ephemeral
+/// port): [`Gateway::start`] retries with fresh ports when that happens.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind")
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind");
+        if HANDED_OUT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
 }
 
 /// Sockets bound (never listening) for the whole test process: see [`dead_addr`].
@@ -261,5 +276,18 @@ impl Drop for Gateway {
         {
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_port_never_repeats_in_a_process() {
+        let picks: Vec<u16> = (0..300).map(|_| free_port()).collect();
+        let distinct: BTreeSet<u16> = picks.iter().copied().collect();
+        assert_eq!(distinct.len(), picks.len(), "{picks:?}");
+        assert!(picks.iter().all(|&p| p != 0));
     }
 }

@@ -113,6 +113,52 @@ fn check_validates_the_config() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A taken listen or admin port is an immediate error (exit 1, the address in the message),
+/// not Pingora's 30 s of silent bind retries with the admin port already answering.
+#[test]
+fn taken_port_is_an_immediate_error() {
+    let dir = weir_e2e::harness::scratch_dir();
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, weir_pingora::demo::EXAMPLE_CONFIG).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    for (listen, admin) in [
+        (taken_addr.clone(), "127.0.0.1:0".to_owned()),
+        ("127.0.0.1:0".to_owned(), taken_addr.clone()),
+    ] {
+        let mut child = std::process::Command::new(bin())
+            .arg("--config")
+            .arg(&config)
+            .args(["--listen", &listen, "--admin", &admin])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Without the check the process would keep running (Pingora's bind fails in a
+        // service thread); bound the wait instead of hanging.
+        let until = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                panic!("--listen {listen} --admin {admin}: still running with a taken port");
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("cannot listen on {taken_addr}")) && err.contains("in use"),
+            "{err}"
+        );
+    }
+    drop(taken);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Pingora applies the per-try timeout to every upstream read: a body whose chunks come
 /// 100 ms apart streams for longer than per_try (300 ms) in total; the upstream sees the
 /// request id.

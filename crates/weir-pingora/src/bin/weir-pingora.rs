@@ -53,6 +53,12 @@ fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
     // `[store] kind = "redis"`: global limits (connects lazily).
     let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
     let settings = engine.server();
+    // Pingora binds in its service threads and retries a taken port for 30 s while the rest
+    // of the process runs (the admin port answering, "serving" printed): check both ports
+    // first, so that a taken one is an immediate error and exit 1, as on weir-gateway.
+    for addr in std::iter::once(settings.listen).chain(settings.admin) {
+        std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    }
     let signals = ShutdownSignals::install().map_err(|e| format!("signal handlers: {e}"))?;
     let weir = Weir::new(engine.clone());
 
