@@ -1450,7 +1450,10 @@ pub fn slow_streaming_body_not_cut_by_deadlines(bin: &Path) {
 /// (`lease = 5`), hammered at several times the limit for ~3 s by 4 clients each. The
 /// fleet admits at most the exact single-bucket ideal plus the documented lease bound
 /// (`instances × lease`), and uses most of the limit. Skips when `redis-server` is
-/// missing (unless `WEIR_REQUIRE_REDIS=1`).
+/// missing (unless `WEIR_REQUIRE_REDIS=1`). The store timeout is generous (2 s): this run
+/// is about the bound, and a 250 ms timeout (`on_store_error = "deny"`: 503) is the likely
+/// cause of 3 unexpected answers in one loaded CI run. Any answer other than 200 / 429 is
+/// reported with its status and reason.
 pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
     let Some(redis) = crate::redis::RedisServer::start("global_lease") else {
         return;
@@ -1458,7 +1461,7 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
     let blue = demo("blue");
     let (rate, burst, lease, instances) = (40u32, 10u32, 5u64, 2u64);
     let routes = format!(
-        "[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 250\nlease = {lease}\n\n{}{}",
+        "[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 2000\nlease = {lease}\n\n{}{}",
         redis.url(),
         route("g", "/ok", "blue"),
         token_bucket(
@@ -1472,19 +1475,23 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
     let gws = [Gateway::start(bin, &cfg), Gateway::start(bin, &cfg)];
     let start = Instant::now();
     let run = Duration::from_secs(3);
-    let (admitted, other): (u64, u64) = thread::scope(|sc| {
+    let (admitted, other): (u64, Vec<String>) = thread::scope(|sc| {
         let hs: Vec<_> = gws
             .iter()
             .flat_map(|g| (0..4).map(move |_| g.addr))
             .map(|addr| {
                 sc.spawn(move || {
-                    let (mut ok, mut bad) = (0u64, 0u64);
+                    let (mut ok, mut bad) = (0u64, Vec::new());
                     let mut c = Client::connect(addr).unwrap();
                     while start.elapsed() < run {
                         match c.get("/ok", &[]) {
                             Ok(r) if r.status == 200 => ok += 1,
                             Ok(r) if r.status == 429 => {}
-                            Ok(_) => bad += 1,
+                            Ok(r) => bad.push(format!(
+                                "{} {}",
+                                r.status,
+                                r.header("x-weir-reason").unwrap_or("-")
+                            )),
                             Err(_) => c = Client::connect(addr).unwrap(),
                         }
                     }
@@ -1494,15 +1501,18 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
             .collect();
         hs.into_iter()
             .map(|h| h.join().unwrap())
-            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+            .fold((0, Vec::new()), |(a, mut b), (x, y)| {
+                b.extend(y);
+                (a + x, b)
+            })
     });
     let span = start.elapsed().as_secs_f64();
     let ideal = f64::from(burst) + f64::from(rate) * span;
     let bound = ideal + (instances * lease) as f64;
     eprintln!(
-        "global lease {lease}: admitted {admitted} in {span:.2}s; ideal {ideal:.1}; bound {bound:.1}; other {other}"
+        "global lease {lease}: admitted {admitted} in {span:.2}s; ideal {ideal:.1}; bound {bound:.1}; other {other:?}"
     );
-    assert_eq!(other, 0, "only 200 and 429 expected");
+    assert!(other.is_empty(), "only 200 and 429 expected: {other:?}");
     assert!(
         admitted as f64 <= bound,
         "admitted {admitted} > bound {bound:.1}"
