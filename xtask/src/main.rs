@@ -5,7 +5,8 @@
 //! so a fresh clone on a machine with only a Rust toolchain and Python passes it.
 //!
 //! `cargo xtask test --skip STEP[,STEP]` / `--only STEP[,STEP]` select steps; the step
-//! names are printed as they run.
+//! names are printed as they run (`cargo xtask --help` lists them). The first step,
+//! `tidy`, checks the repository's own hygiene (see `xtask/src/tidy.rs`).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -16,23 +17,46 @@ mod bench;
 #[allow(dead_code)] // helpers are used by steps as they grow
 mod setup;
 mod steps;
+mod tidy;
 mod verify;
 
 pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 
+/// The usage text, printed by `--help` / `-h` / `help` (exit 0) and after an unknown
+/// command (exit 1).
+const USAGE: &str = "\
+usage: cargo xtask test [--only STEP,...] [--skip STEP,...]
+       cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--rounds N] [--bench SUITE] [FILTER]
+       cargo xtask fuzz [--long | --secs N | --runs N] [TARGET...]
+       cargo xtask help";
+
+/// The usage and the test steps in their order.
+fn usage() -> String {
+    format!("{USAGE}\n\ntest steps, in order: {}", steps::names())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
+    // `cargo xtask --help`, `cargo xtask help`, `cargo xtask test --help`, ...
+    let wants_help = match args.first().map(String::as_str) {
+        Some("--help" | "-h" | "help") => true,
+        Some("test" | "bench" | "fuzz") => args[1..].iter().any(|a| a == "--help" || a == "-h"),
+        _ => false,
+    };
+    if wants_help {
+        println!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
     let result = match args.first().map(String::as_str) {
         Some("test") => steps::test(&args[1..]),
         Some("bench") => bench::bench(&args[1..]),
         Some("fuzz") => steps::fuzz(&args[1..]),
-        _ => {
-            eprintln!(
-                "usage: cargo xtask test [--only A,B] [--skip A,B]\n       \
-                 cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--bench SUITE] [FILTER]\n       \
-                 cargo xtask fuzz [--long | --secs N | --runs N] [TARGET...]"
-            );
-            Err("unknown command".into())
+        other => {
+            eprintln!("{}", usage());
+            Err(match other {
+                Some(c) => format!("unknown command {c}"),
+                None => "no command".into(),
+            })
         }
     };
     match result {

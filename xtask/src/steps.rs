@@ -7,6 +7,7 @@ use std::process::Command;
 type Step = (&'static str, fn() -> Result);
 
 const TEST_STEPS: &[Step] = &[
+    ("tidy", crate::tidy::tidy),
     ("fmt", fmt),
     ("unit", unit),
     ("python", python),
@@ -53,7 +54,7 @@ fn selection(args: &[String]) -> Result<(Option<Vec<String>>, Vec<String>)> {
     Ok((only, skip))
 }
 
-fn names() -> String {
+pub(crate) fn names() -> String {
     TEST_STEPS
         .iter()
         .map(|(n, _)| *n)
