@@ -14,13 +14,9 @@ set -euo pipefail
 ROUNDS=${1:-3}
 DUR=${2:-5s}
 LEASE=${3:-1000}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/weir-bench-global.XXXXXX)
 # shellcheck source=bench/http/lib.sh
-. "$ROOT/bench/http/lib.sh"
-trap cleanup EXIT
-ensure_tools wrk:wrk nginx:nginx-light redis-server:redis-server
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+. "$(dirname "$0")/lib.sh"
+bench_init global wrk:wrk nginx:nginx-light redis-server:redis-server
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway)
 WEIR="$ROOT/target/release/weir-gateway"
@@ -47,22 +43,6 @@ lease = $2" "$1"
     wait_port "$WG"
 }
 
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
-load() { # $1 port -> "req/s p99_ms non2xx"
-    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
-    python3 - "$WORK/wrk.out" <<'EOF'
-import re, sys
-t = open(sys.argv[1]).read()
-m = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
-v, u = float(m.group(1)), m.group(2)
-p99 = v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-print(f"{rps:.0f} {p99:.3f} {non.group(1) if non else 0}")
-EOF
-}
-
 RESULTS="$WORK/results"
 : >"$RESULTS"
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -75,7 +55,7 @@ for r in $(seq "$ROUNDS"); do
             *) start_weir $'scope = "global"\non_store_error = "deny"' "$LEASE" ;;
         esac
         wrk -t1 -c32 -d1s "http://127.0.0.1:$WG/" >/dev/null
-        read -r rps p99 non <<<"$(load "$WG")"
+        read -r rps _ p99 non _ <<<"$(wrk_load "$WG")"
         stop "$WGPID"
         printf 'round %d %-18s %8s req/s  p99 %7s ms  non-2xx %s\n' "$r" "$mode" "$rps" "$p99" "$non"
         echo "$mode $rps $p99 $non" >>"$RESULTS"

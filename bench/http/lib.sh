@@ -1,5 +1,19 @@
 # Helpers shared by the bench/http scripts (sourced, not run).
 
+# The repository root.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# bench_init NAME BIN:PACKAGE... — the common start of a script: a scratch directory $WORK
+# (/tmp/weir-bench-NAME.*) removed on exit with every process in PIDS, the Debian packages
+# whose binaries are missing installed, and $NGINX set.
+bench_init() {
+    WORK=$(mktemp -d "/tmp/weir-bench-$1.XXXXXX")
+    shift
+    trap cleanup EXIT
+    ensure_tools "$@"
+    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+}
+
 # ensure_tools BIN:PACKAGE... — installs the Debian packages whose binaries are missing.
 ensure_tools() {
     local missing=() pair
@@ -36,6 +50,27 @@ cleanup() {
     rm -rf "$WORK"
 }
 
+# stop PID — ends a server started in the background and reaps it.
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# wrk_load PORT — one wrk --latency -t1 -c32 -d$DUR run against 127.0.0.1:PORT; prints
+# "req/s p50_ms p99_ms non2xx requests".
+wrk_load() {
+    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
+    python3 - "$WORK/wrk.out" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+def ms(label):
+    m = re.search(r"^\s*" + label + r"\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
+    v, u = float(m.group(1)), m.group(2)
+    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+n = int(re.search(r"(\d+) requests in", t).group(1))
+print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0} {n}")
+EOF
+}
+
 # nginx_conf DIR HTTP_BODY — a one-worker, foreground nginx config in DIR/nginx.conf.
 nginx_conf() {
     mkdir -p "$1"
@@ -57,6 +92,32 @@ http {
 $2
 }
 EOF
+}
+
+# start_nginx_proxy PORT UP_PORT RATE BURST — nginx ($NGINX) as the proxy under test on
+# 127.0.0.1:PORT: limit_req at RATE (e.g. 100000000r/s, 1r/m; BURST 0 = none, else
+# nodelay) in front of keep-alive proxy_pass to 127.0.0.1:UP_PORT, answering 429 when
+# limited. Sets NGPID.
+start_nginx_proxy() {
+    local lr="limit_req zone=z;"
+    [ "$4" != 0 ] && lr="limit_req zone=z burst=$4 nodelay;"
+    nginx_conf "$WORK/ng" "
+    limit_req_zone \$server_name zone=z:1m rate=$3;
+    limit_req_status 429;
+    upstream up { server 127.0.0.1:$2; keepalive 64; }
+    server {
+        listen 127.0.0.1:$1 reuseport;
+        server_name bench;  # the limit_req key: an empty key would not be limited at all
+        location / {
+            $lr
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }
+    }"
+    "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
+    NGPID=$!
+    wait_port "$1"
 }
 
 # start_upstream PORT — the upstream every proxy under test forwards to: nginx ($NGINX)

@@ -17,13 +17,9 @@ set -euo pipefail
 
 ROUNDS=${1:-3}
 DUR=${2:-5s}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/weir-bench-pingora.XXXXXX)
 # shellcheck source=bench/http/lib.sh
-. "$ROOT/bench/http/lib.sh"
-trap cleanup EXIT
-ensure_tools wrk:wrk nginx:nginx-light
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+. "$(dirname "$0")/lib.sh"
+bench_init pingora wrk:wrk nginx:nginx-light
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway -p weir-pingora --bin weir-gateway --bin weir-pingora --example plain)
 GATEWAY="$ROOT/target/release/weir-gateway"
@@ -43,23 +39,9 @@ start() {
     else rate=1 per=60s burst=1 ngrate=1r/m ngburst=0; fi
     case $who in
     nginx)
-        local lr="limit_req zone=z;"
-        [ "$ngburst" != 0 ] && lr="limit_req zone=z burst=$ngburst nodelay;"
-        nginx_conf "$WORK/ng" "
-    limit_req_zone \$server_name zone=z:1m rate=$ngrate;
-    limit_req_status 429;
-    upstream up { server 127.0.0.1:$UP; keepalive 64; }
-    server {
-        listen 127.0.0.1:$PORT reuseport;
-        server_name bench;
-        location / {
-            $lr
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-        }
-    }"
-        "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
+        start_nginx_proxy "$PORT" "$UP" "$ngrate" "$ngburst"
+        PID=$NGPID
+        return
         ;;
     plain)
         "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/plain.err" &
@@ -75,26 +57,8 @@ start() {
     wait_port "$PORT"
 }
 
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user + system, in clock ticks
 TICK=$(getconf CLK_TCK)
-
-load() { # prints "req/s p50_ms p99_ms non2xx requests"
-    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$PORT/" >"$WORK/wrk.out"
-    python3 - "$WORK/wrk.out" <<'EOF'
-import re, sys
-t = open(sys.argv[1]).read()
-def ms(label):
-    m = re.search(r"^\s*" + label + r"\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-n = int(re.search(r"(\d+) requests in", t).group(1))
-print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0} {n}")
-EOF
-}
 
 RESULTS="$WORK/results"
 : >"$RESULTS"
@@ -106,7 +70,7 @@ run_path() { # $1 path, $2.. servers
             start "$who" "$path"
             wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
             t0=$(cpu_ticks "$PID")
-            read -r rps p50 p99 non n <<<"$(load)"
+            read -r rps p50 p99 non n <<<"$(wrk_load "$PORT")"
             t1=$(cpu_ticks "$PID")
             stop "$PID"
             cpu=$(python3 -c "print(f'{($t1 - $t0) / $TICK * 1e6 / max($n, 1):.1f}')")

@@ -11,13 +11,9 @@
 set -euo pipefail
 
 N=${1:-4000}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/weir-bench-instr.XXXXXX)
 # shellcheck source=bench/http/lib.sh
-. "$ROOT/bench/http/lib.sh"
-trap cleanup EXIT
-ensure_tools nginx:nginx-light valgrind:valgrind
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+. "$(dirname "$0")/lib.sh"
+bench_init instr nginx:nginx-light valgrind:valgrind
 (cd "$ROOT" && cargo build --release -q -p weir-pingora --bin weir-pingora --example plain)
 
 UP=$(free_port)

@@ -15,13 +15,9 @@ set -euo pipefail
 
 ROUNDS=${1:-3}
 DUR=${2:-5s}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/weir-bench-http.XXXXXX)
 # shellcheck source=bench/http/lib.sh
-. "$ROOT/bench/http/lib.sh"
-trap cleanup EXIT
-ensure_tools wrk:wrk nginx:nginx-light
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+. "$(dirname "$0")/lib.sh"
+bench_init http wrk:wrk nginx:nginx-light
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway)
 WEIR="$ROOT/target/release/weir-gateway"
@@ -35,25 +31,7 @@ WA=$(free_port)
 start_upstream "$UP"
 
 start_nginx() { # $1 rate (e.g. 100000000r/s or 1r/m), $2 burst (0: none)
-    local lr="limit_req zone=z;"
-    [ "$2" != 0 ] && lr="limit_req zone=z burst=$2 nodelay;"
-    nginx_conf "$WORK/ng" "
-    limit_req_zone \$server_name zone=z:1m rate=$1;
-    limit_req_status 429;
-    upstream up { server 127.0.0.1:$UP; keepalive 64; }
-    server {
-        listen 127.0.0.1:$NG reuseport;
-        server_name bench;  # the limit_req key: an empty key would not be limited at all
-        location / {
-            $lr
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
-        }
-    }"
-    "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
-    NGPID=$!
-    wait_port "$NG"
+    start_nginx_proxy "$NG" "$UP" "$1" "$2"
 }
 
 start_weir() { # $1 rate, $2 per, $3 burst
@@ -61,24 +39,6 @@ start_weir() { # $1 rate, $2 per, $3 burst
     "$WEIR" --config "$WORK/weir.toml" 2>"$WORK/weir.err" &
     WGPID=$!
     wait_port "$WG"
-}
-
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
-# One wrk run: prints "req/s p50_ms p99_ms non2xx".
-load() { # $1 port
-    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
-    python3 - "$WORK/wrk.out" <<'EOF'
-import re, sys
-t = open(sys.argv[1]).read()
-def ms(label):
-    m = re.search(r"^\s*" + label + r"\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-non = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
-print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0}")
-EOF
 }
 
 RESULTS="$WORK/results"
@@ -90,7 +50,7 @@ run_path() { # $1 label, $2 nginx rate, $3 nginx burst, $4 weir rate, $5 weir pe
             else start_weir "$4" "$5" "$6"; port=$WG; pid=$WGPID; fi
             # warm-up: open upstream keep-alive connections, fault in code paths
             wrk -t1 -c32 -d1s "http://127.0.0.1:$port/" >/dev/null
-            read -r rps p50 p99 non <<<"$(load "$port")"
+            read -r rps p50 p99 non _ <<<"$(wrk_load "$port")"
             stop "$pid"
             printf '%-7s round %d %-6s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %s\n' "$1" "$r" $who "$rps" "$p50" "$p99" "$non"
             echo "$1 $who $rps $p50 $p99" >>"$RESULTS"
