@@ -25,6 +25,11 @@ limiter on a ManualClock, decisions per second, against
                        of replay's cost that is page faults and memory writes
   numpy add            one streaming numpy pass over the trace
 
+The baselines `_weir._Probe` and `_weir._bench_core_loop` exist only in a build with the
+`bench-hooks` feature (the shipped module leaves them out); build that first:
+
+  (cd bindings/python && maturin develop --release --features bench-hooks)
+
 Usage: python bench/python/bench_calls.py [--rounds 7] [--quick] [--json FILE]
 """
 
@@ -39,6 +44,12 @@ import time
 
 import weir
 from weir import _weir
+
+if not hasattr(_weir, "_Probe"):
+    sys.exit(
+        "bench_calls.py needs the benchmark hooks: build the module with\n"
+        "  (cd bindings/python && maturin develop --release --features bench-hooks)"
+    )
 
 
 class PyGcra:

@@ -33,8 +33,11 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<resilience::PyCircuitBreaker>()?;
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;
-    m.add_function(wrap_pyfunction!(replay::_bench_core_loop, m)?)?;
-    m.add_class::<replay::PyProbe>()?;
+    #[cfg(feature = "bench-hooks")]
+    {
+        m.add_function(wrap_pyfunction!(replay::_bench_core_loop, m)?)?;
+        m.add_class::<replay::PyProbe>()?;
+    }
     m.add("MAX_SLIDING_LOG_LIMIT", limiters::MAX_LOG_LIMIT)?;
     m.add(
         "InsufficientCapacity",

@@ -27,10 +27,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice};
-use weir_core::{
-    BatchAcquire, BatchDecision, Decision, InsufficientCapacity, Nanos, SharedTokenBucket,
-    SlidingLog,
-};
+use weir_core::{BatchAcquire, BatchDecision, InsufficientCapacity, Nanos, SlidingLog};
+// Used only by the benchmark hooks at the end of this file.
+#[cfg(feature = "bench-hooks")]
+use weir_core::{Decision, SharedTokenBucket};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;
@@ -630,7 +630,10 @@ pub(crate) fn _split_wait<'py>(
 
 /// Benchmark baseline (not API): the bare core loop a Rust program would write — a fresh
 /// `SharedTokenBucket(rate, per_ns, burst)`, `acquire(t, 1)` for each float64 time, count
-/// the admissions; no validation, no columns. Returns the admitted count.
+/// the admissions; no validation, no columns. Returns the admitted count. Only with the
+/// `bench-hooks` feature (`maturin develop --release --features bench-hooks`), for
+/// `bench/python/bench_calls.py`: the shipped module does not carry it.
+#[cfg(feature = "bench-hooks")]
 #[pyfunction]
 pub(crate) fn _bench_core_loop(
     py: Python<'_>,
@@ -656,10 +659,13 @@ pub(crate) fn _bench_core_loop(
 }
 
 /// Benchmark probe (not API): an empty method and a method returning a fixed `Decision`,
-/// to split `try_acquire`'s cost into call, result object and core work.
+/// to split `try_acquire`'s cost into call, result object and core work. Only with the
+/// `bench-hooks` feature, like `_bench_core_loop`.
+#[cfg(feature = "bench-hooks")]
 #[pyclass(frozen, module = "weir._weir", name = "_Probe")]
 pub(crate) struct PyProbe;
 
+#[cfg(feature = "bench-hooks")]
 #[pymethods]
 impl PyProbe {
     #[new]
