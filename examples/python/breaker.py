@@ -19,13 +19,13 @@ Usage: python examples/python/breaker.py [--out DIR]   (writes breaker.png; head
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
 from collections import Counter
 
 import weir
+
+import _figure  # examples/python/_figure.py
 
 HEALTHY_UNTIL, DEAD_UNTIL, END = 12.0, 40.0, 70.0
 RATE = 175.0  # requests per second, whole fleet
@@ -76,15 +76,7 @@ def simulate(params: dict, seed: int = 1):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "docs", "img"))
-    ap.add_argument("--show", action="store_true", help="open a window instead of only writing the PNG")
-    args = ap.parse_args()
-    import matplotlib
-
-    if not args.show:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    args, plt = _figure.setup(__doc__)
 
     results = {name: simulate(p) for name, p in CONFIGS.items()}
     fig, axes = plt.subplots(3, len(CONFIGS), figsize=(15, 8.5), sharex=True, sharey="row")
@@ -121,18 +113,12 @@ def main() -> int:
     axes[1][0].legend(fontsize=7, loc="upper right")
     axes[2][0].legend(fontsize=7, loc="upper right")
     fig.suptitle("Seed 001: healthy 0–12 s, backend dead 12–40 s (shaded), cold restart at 40 s — 4 gateway instances, ~175 req/s")
-    fig.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "breaker.png")
-    fig.savefig(path, dpi=90)
+    path = _figure.save(fig, args, "breaker.png")
     for name, (breakers, sent, failed, short) in results.items():
         print(f"{name:28s} backend calls {sum(sent.values()):6d}  failed {sum(failed.values()):5d}  "
               f"short-circuited {sum(short.values()):6d}  "
               f"trips {sum(1 for b in breakers for _, _, to in b.transitions() if to == 'open')}")
-    print("wrote", os.path.normpath(path))
-    if args.show:
-        plt.show()
-    return 0
+    return _figure.finish(path, args, plt)
 
 
 if __name__ == "__main__":

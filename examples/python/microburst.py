@@ -19,13 +19,13 @@ Usage: python examples/python/microburst.py [--out DIR]   (writes microburst.png
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
 import numpy as np
 
 import weir
+
+import _figure  # examples/python/_figure.py
 
 RATE = 1000  # req/s the gateway allows
 STEADY = 800.0  # req/s background traffic
@@ -68,15 +68,7 @@ def run(make, ts: np.ndarray) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "docs", "img"))
-    ap.add_argument("--show", action="store_true", help="open a window instead of only writing the PNG")
-    args = ap.parse_args()
-    import matplotlib
-
-    if not args.show:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    args, plt = _figure.setup(__doc__)
 
     ts = trace()
     results = {name: run(make, ts) for name, make in LIMITERS.items()}
@@ -112,17 +104,11 @@ def main() -> int:
     axes[0][0].set_xlim(lo, hi)
     fig.suptitle(f"Seed 004: {BURST_N} requests in {BURST_LEN * 1e3:.0f} ms at t = {BURST_AT:.0f} s "
                  f"on top of ~{STEADY:.0f} req/s — per-10 ms view")
-    fig.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "microburst.png")
-    fig.savefig(path, dpi=90)
+    path = _figure.save(fig, args, "microburst.png")
     for name, r in results.items():
         print(f"{name:48s} peak/10 ms {r['peak']:5d}  admitted {r['admitted']:5d}  "
               f"rejected {r['n_rejected']:5d}  max delay {r['delay'].max() * 1e3:6.1f} ms")
-    print("wrote", os.path.normpath(path))
-    if args.show:
-        plt.show()
-    return 0
+    return _figure.finish(path, args, plt)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ fn python() -> Result {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .env("HYPOTHESIS_PROFILE", "ci")
         .current_dir(&pkg))?;
-    // Every script in examples/python/, headless, writing into target/ (the committed
+    // Every script in examples/python/ (not the `_` helpers), headless, writing into target/ (the committed
     // PNGs under docs/img are refreshed by running a script without --out).
     let out = root().join("target").join("python-examples");
     let dir = root().join("examples").join("python");
@@ -129,6 +129,11 @@ fn python() -> Result {
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        // `_figure.py` and the like are helpers the examples import, not examples.
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('_'))
+        })
         .collect();
     examples.sort();
     for ex in examples {

@@ -28,17 +28,26 @@ def _buffer(obj: Any) -> Optional[memoryview]:
 # of the whole trace); anything else is converted into an `array` first.
 
 
-def _times_column(times: Any) -> memoryview:
+def _native(obj: Any, name: str, formats: Any) -> tuple[Optional[memoryview], Any]:
+    """`(view, None)` when `obj` is a 1-D buffer of 8-byte items in one of `formats` (used as
+    is), else `(None, values)` with the values to convert (a buffer's as a list)."""
     try:
-        m = _buffer(times)
+        m = _buffer(obj)
     except TypeError as e:
-        raise TypeError(f"times {e}") from None
+        raise TypeError(f"{name} {e}") from None
+    if m is None:
+        return None, obj
+    if m.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got {m.ndim} dimensions")
+    if m.itemsize == 8 and m.format in formats:
+        return m, None
+    return None, m.tolist()
+
+
+def _times_column(times: Any) -> memoryview:
+    m, times = _native(times, "times", _NATIVE_F64)
     if m is not None:
-        if m.ndim != 1:
-            raise ValueError(f"times must be one-dimensional, got {m.ndim} dimensions")
-        if m.format in _NATIVE_F64 and m.itemsize == 8:
-            return m
-        times = m.tolist()
+        return m
     try:
         return memoryview(array("d", times))
     except TypeError as e:
@@ -46,16 +55,9 @@ def _times_column(times: Any) -> memoryview:
 
 
 def _costs_column(costs: Any) -> memoryview:
-    try:
-        m = _buffer(costs)
-    except TypeError as e:
-        raise TypeError(f"costs {e}") from None
+    m, costs = _native(costs, "costs", _NATIVE_U64)
     if m is not None:
-        if m.ndim != 1:
-            raise ValueError(f"costs must be one-dimensional, got {m.ndim} dimensions")
-        if m.itemsize == 8 and m.format in _NATIVE_U64:
-            return m
-        costs = m.tolist()
+        return m
     try:
         return memoryview(array("Q", costs))
     except OverflowError:
