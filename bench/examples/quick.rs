@@ -13,6 +13,35 @@ use std::hint::black_box;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_core::*;
+/// One allow + record_success round on breaker `b`, `n` times (the `breaker_*` rows).
+macro_rules! allow_success {
+    ($b:expr, $n:expr) => {
+        for _ in 0..$n {
+            let t = $b.allow(black_box(Nanos(5))).unwrap().ticket;
+            black_box($b.record_success(t, Nanos(6), Nanos(1)));
+        }
+    };
+}
+
+/// `f` at `n` times a third of a second apart: the 3-per-second buckets of the `tb_*` rows
+/// admit every call.
+fn thirds(n: u64, mut f: impl FnMut(Nanos)) {
+    let mut t = 0u64;
+    for _ in 0..n {
+        t += 333_333_333;
+        f(Nanos(t));
+    }
+}
+
+/// `f` at `n` times a microsecond apart (the `budget_*` rows).
+fn micros(n: u64, mut f: impl FnMut(Nanos)) {
+    let mut t = 0u64;
+    for _ in 0..n {
+        t += 1000;
+        f(Nanos(t));
+    }
+}
+
 fn main() {
     let n = 20_000_000u64;
     let row = std::env::args().nth(1).unwrap_or_default();
@@ -41,10 +70,7 @@ fn main() {
         }
         "breaker_shared" => {
             let b = SharedBreaker::new(BreakerConfig::default(), 1).unwrap();
-            for _ in 0..n {
-                let t = b.allow(black_box(Nanos(5))).unwrap().ticket;
-                black_box(b.record_success(t, Nanos(6), Nanos(1)));
-            }
+            allow_success!(b, n);
         }
         "load" => {
             let a = AtomicU64::new(0);
@@ -58,17 +84,11 @@ fn main() {
                 ..BreakerConfig::default()
             };
             let b = SharedBreaker::new(cfg, 1).unwrap();
-            for _ in 0..n {
-                let t = b.allow(black_box(Nanos(5))).unwrap().ticket;
-                black_box(b.record_success(t, Nanos(6), Nanos(1)));
-            }
+            allow_success!(b, n);
         }
         "breaker_single" => {
             let mut b = Breaker::new(BreakerConfig::default(), SplitMix64::new(1)).unwrap();
-            for _ in 0..n {
-                let t = b.allow(black_box(Nanos(5))).unwrap().ticket;
-                black_box(b.record_success(t, Nanos(6), Nanos(1)));
-            }
+            allow_success!(b, n);
         }
         "semaphore" => {
             let s = Semaphore::new(NonZeroU64::new(64).unwrap());
@@ -86,81 +106,61 @@ fn main() {
             let b = SharedRetryBudget::new(
                 RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap(),
             );
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 1000;
-                b.deposit(black_box(Nanos(t)));
-            }
+            micros(n, |t| b.deposit(black_box(t)));
         }
         "budget_withdraw" => {
             let b = SharedRetryBudget::new(
                 RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap(),
             );
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 1000;
-                b.deposit(Nanos(t));
-                black_box(b.try_withdraw(black_box(Nanos(t))));
-            }
+            micros(n, |t| {
+                b.deposit(t);
+                black_box(b.try_withdraw(black_box(t)));
+            });
         }
         "budget_single_withdraw" => {
             let mut b = RetryBudget::new(
                 RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).unwrap(),
             );
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 1000;
-                b.deposit(Nanos(t));
-                black_box(b.try_withdraw(black_box(Nanos(t))));
-            }
+            micros(n, |t| {
+                b.deposit(t);
+                black_box(b.try_withdraw(black_box(t)));
+            });
         }
         "tb_single" => {
             let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                let _ = black_box(tb.acquire(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                let _ = black_box(tb.acquire(black_box(t), 1));
+            });
         }
         "tb_single_check" => {
             let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                let _ = black_box(tb.check(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                let _ = black_box(tb.check(black_box(t), 1));
+            });
         }
         "tb_shared_check" => {
             let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                let _ = black_box(tb.check(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                let _ = black_box(tb.check(black_box(t), 1));
+            });
         }
         "tb_single_try" => {
             let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                black_box(tb.try_acquire(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                black_box(tb.try_acquire(black_box(t), 1));
+            });
         }
         "tb_shared_try" => {
             let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                black_box(tb.try_acquire(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                black_box(tb.try_acquire(black_box(t), 1));
+            });
         }
         "tb_shared" => {
             let tb = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).unwrap();
-            let mut t = 0u64;
-            for _ in 0..n {
-                t += 333_333_333;
-                let _ = black_box(tb.acquire(Nanos(black_box(t)), 1));
-            }
+            thirds(n, |t| {
+                let _ = black_box(tb.acquire(black_box(t), 1));
+            });
         }
         "std_clock" => {
             let c = StdClock::new();
