@@ -13,6 +13,9 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use weir_core::{Breaker, BreakerConfig, Nanos, SharedBreaker, SplitMix64};
 
+mod common;
+use common::bench_per_micro;
+
 fn breaker(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker");
     g.throughput(Throughput::Elements(1));
@@ -34,16 +37,11 @@ fn breaker(c: &mut Criterion) {
     });
 
     let shared = SharedBreaker::new(BreakerConfig::default(), 7).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_shared_allow_success", |b| {
-        b.iter(|| {
-            now += 1_000;
-            let t = Nanos(black_box(now));
-            match shared.allow(t) {
-                Ok(adm) => black_box(shared.record_success(adm.ticket, t, Nanos(500))),
-                Err(r) => black_box(r.transition),
-            }
-        })
+    bench_per_micro(&mut g, "weir_shared_allow_success", |t| {
+        match shared.allow(t) {
+            Ok(adm) => black_box(shared.record_success(adm.ticket, t, Nanos(500))),
+            Err(r) => black_box(r.transition),
+        }
     });
     // With the failure-rate rule on as well (a count window of 20), closer to failsafe's
     // default policy (success rate over a time window, or consecutive failures).
@@ -52,28 +50,20 @@ fn breaker(c: &mut Criterion) {
         ..BreakerConfig::default()
     };
     let shared_rate = SharedBreaker::new(rate, 7).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_shared_rate_window_allow_success", |b| {
-        b.iter(|| {
-            now += 1_000;
-            let t = Nanos(black_box(now));
-            match shared_rate.allow(t) {
-                Ok(adm) => black_box(shared_rate.record_success(adm.ticket, t, Nanos(500))),
-                Err(r) => black_box(r.transition),
-            }
-        })
-    });
+    bench_per_micro(
+        &mut g,
+        "weir_shared_rate_window_allow_success",
+        |t| match shared_rate.allow(t) {
+            Ok(adm) => black_box(shared_rate.record_success(adm.ticket, t, Nanos(500))),
+            Err(r) => black_box(r.transition),
+        },
+    );
     let mut single = Breaker::new(BreakerConfig::default(), SplitMix64::new(7)).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_single_allow_success", |b| {
-        b.iter(|| {
-            now += 1_000;
-            let t = Nanos(black_box(now));
-            match single.allow(t) {
-                Ok(adm) => black_box(single.record_success(adm.ticket, t, Nanos(500))),
-                Err(r) => black_box(r.transition),
-            }
-        })
+    bench_per_micro(&mut g, "weir_single_allow_success", |t| {
+        match single.allow(t) {
+            Ok(adm) => black_box(single.record_success(adm.ticket, t, Nanos(500))),
+            Err(r) => black_box(r.transition),
+        }
     });
     g.finish();
 }

@@ -11,6 +11,9 @@ use weir_core::{
     Backoff, Deadline, Jitter, Nanos, RetryBudget, RetryBudgetConfig, SharedRetryBudget, SplitMix64,
 };
 
+mod common;
+use common::bench_per_micro;
+
 fn cfg() -> RetryBudgetConfig {
     RetryBudgetConfig::new(1_000_000, 10, Nanos::from_secs(10)).expect("valid")
 }
@@ -22,30 +25,16 @@ fn retry(c: &mut Criterion) {
     g.bench_function("floor_cas_loop", |b| b.iter(|| weir_bench::cas_step(&a)));
 
     let shared = SharedRetryBudget::new(cfg());
-    let mut now = 0u64;
-    g.bench_function("budget_shared_deposit", |b| {
-        b.iter(|| {
-            now += 1_000;
-            shared.deposit(Nanos(black_box(now)))
-        })
-    });
+    bench_per_micro(&mut g, "budget_shared_deposit", |t| shared.deposit(t));
     let shared = SharedRetryBudget::new(cfg());
-    let mut now = 0u64;
-    g.bench_function("budget_shared_deposit_withdraw", |b| {
-        b.iter(|| {
-            now += 1_000;
-            shared.deposit(Nanos(black_box(now)));
-            black_box(shared.try_withdraw(Nanos(now)))
-        })
+    bench_per_micro(&mut g, "budget_shared_deposit_withdraw", |t| {
+        shared.deposit(t);
+        black_box(shared.try_withdraw(t))
     });
     let mut single = RetryBudget::new(cfg());
-    let mut now = 0u64;
-    g.bench_function("budget_single_deposit_withdraw", |b| {
-        b.iter(|| {
-            now += 1_000;
-            single.deposit(Nanos(black_box(now)));
-            black_box(single.try_withdraw(Nanos(now)))
-        })
+    bench_per_micro(&mut g, "budget_single_deposit_withdraw", |t| {
+        single.deposit(t);
+        black_box(single.try_withdraw(t))
     });
 
     let d = Deadline::new(Nanos::from_secs(1), Nanos::from_millis(800));
