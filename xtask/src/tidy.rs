@@ -12,7 +12,8 @@
 //!   `*.toml`, `*.py`, `*.pyi` or `*.sh` file — a word starting with one of the tracked
 //!   top-level directories, such as `crates/weir-core/src/lib.rs` or `docs/CONFIG.md` (globs
 //!   `*` and `{a,b}` allowed) — exists; and no file names a document that lives outside the
-//!   repository ([`OUTSIDE`]): the repository must carry its own reference.
+//!   repository ([`OUTSIDE`]): the repository must carry its own reference. A bare
+//!   document name such as `BENCHMARKS.md` must be the name of a tracked file.
 //!
 //! Code (as opposed to comments) is not scanned: string literals are data, and the tests of
 //! this module hold counter-examples.
@@ -104,6 +105,13 @@ impl<'a> Tree<'a> {
                 self.exists(p)
             }
         })
+    }
+
+    /// Some tracked file is called `name` (in any directory).
+    fn has_file_named(&self, name: &str) -> bool {
+        self.files
+            .iter()
+            .any(|f| f.rsplit('/').next() == Some(name))
     }
 
     /// The top-level directories (the prefixes that make a word a repository path).
@@ -273,6 +281,20 @@ fn paths(
             }
         }
         for p in path_words(prose) {
+            // A bare document name (`BENCHMARKS.md`) must be some tracked file's name.
+            if !p.contains('/') && p.len() > 3 && p.ends_with(".md") && !p.contains('*') {
+                // Not twice: an outside document is reported above, a link target below.
+                let reported = OUTSIDE.iter().any(|w| p.starts_with(w))
+                    || (kind == Kind::Markdown && prose.contains(&format!("]({p}")));
+                if !reported && !tree.has_file_named(&p) {
+                    out.push(Problem {
+                        file: file.to_owned(),
+                        line,
+                        message: format!("names {p}, but no tracked file has that name"),
+                    });
+                }
+                continue;
+            }
             let first = p.split('/').next().unwrap_or("");
             if !p.contains('/') || !top.contains(first) {
                 continue;
@@ -761,6 +783,19 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(
             p[0].starts_with("crates/a/src/b.rs:1: names examples/gone.rs"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn bare_document_names_must_exist_somewhere() {
+        let p = run(&with(&[(
+            "crates/a/src/b.rs",
+            "//! As CONFIG.md and README.md say, not as PLANS.md does.\n",
+        )]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("crates/a/src/b.rs:1: names PLANS.md, but no tracked"),
             "{p:?}"
         );
     }
