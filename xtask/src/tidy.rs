@@ -638,6 +638,14 @@ mod tests {
         (map, names)
     }
 
+    /// Exactly these problems, in this order (each given by its start).
+    fn expect(p: &[String], want: &[&str]) {
+        assert_eq!(p.len(), want.len(), "{p:?}");
+        for (got, w) in p.iter().zip(want) {
+            assert!(got.starts_with(w), "{got} vs {w}");
+        }
+    }
+
     fn run(files: &[(&str, &str)]) -> Vec<String> {
         let (map, names) = tree(files);
         let mut problems = root_files(names.iter().map(String::as_str));
@@ -678,12 +686,7 @@ mod tests {
     #[test]
     fn junk_at_the_root_fails() {
         let p = run(&with(&[("err", "oops\n"), ("notes/x.txt", "x")]));
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(
-            p[0].starts_with("err:1: tracked at the repository root"),
-            "{p:?}"
-        );
-        assert!(p[1].starts_with("notes:1: "), "{p:?}");
+        expect(&p, &["err:1: tracked at the repository root", "notes:1: "]);
     }
 
     #[test]
@@ -694,16 +697,14 @@ mod tests {
              [gone](MISSING.md)\n[out](../../etc/passwd)\n[abs](/etc/passwd)\n\
              [web](https://example.com/docs/none.md) [self](#a)\n",
         )]));
-        assert_eq!(p.len(), 4, "{p:?}");
-        assert!(p[0].starts_with("docs/A.md:3: link img/x.png"), "{p:?}");
-        assert!(p[1].starts_with("docs/A.md:4: link MISSING.md"), "{p:?}");
-        assert!(
-            p[2].starts_with("docs/A.md:5: link ../../etc/passwd leaves"),
-            "{p:?}"
-        );
-        assert!(
-            p[3].starts_with("docs/A.md:6: link /etc/passwd leaves"),
-            "{p:?}"
+        expect(
+            &p,
+            &[
+                "docs/A.md:3: link img/x.png",
+                "docs/A.md:4: link MISSING.md",
+                "docs/A.md:5: link ../../etc/passwd leaves",
+                "docs/A.md:6: link /etc/passwd leaves",
+            ],
         );
     }
 
@@ -727,11 +728,12 @@ mod tests {
             "# A b\n[1](CONFIG.md#the-server-table) [2](CONFIG.md#keys-1) [3](#a-b)\n\
              [4](CONFIG.md#nope) [5](#keys)\n",
         )]));
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].starts_with("docs/A.md:3: link #keys"), "{p:?}");
-        assert!(
-            p[1].starts_with("docs/A.md:3: link CONFIG.md#nope"),
-            "{p:?}"
+        expect(
+            &p,
+            &[
+                "docs/A.md:3: link #keys",
+                "docs/A.md:3: link CONFIG.md#nope",
+            ],
         );
     }
 
@@ -764,10 +766,7 @@ mod tests {
             "docs/B.md:3: names crates/a/src/gone.rs",
             "docs/B.md:3: names docs/GONE.md",
         ];
-        assert_eq!(p.len(), want.len(), "{p:?}");
-        for (got, w) in p.iter().zip(want) {
-            assert!(got.starts_with(w), "{got} vs {w}");
-        }
+        expect(&p, &want);
     }
 
     #[test]
@@ -780,11 +779,7 @@ mod tests {
                 "//! See `examples/embed.rs` and examples/gateway.toml, not examples/gone.rs.\n",
             ),
         ]));
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(
-            p[0].starts_with("crates/a/src/b.rs:1: names examples/gone.rs"),
-            "{p:?}"
-        );
+        expect(&p, &["crates/a/src/b.rs:1: names examples/gone.rs"]);
     }
 
     #[test]
@@ -793,11 +788,7 @@ mod tests {
             "crates/a/src/b.rs",
             "//! As CONFIG.md and README.md say, not as PLANS.md does.\n",
         )]));
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(
-            p[0].starts_with("crates/a/src/b.rs:1: names PLANS.md, but no tracked"),
-            "{p:?}"
-        );
+        expect(&p, &["crates/a/src/b.rs:1: names PLANS.md, but no tracked"]);
     }
 
     #[test]
@@ -827,10 +818,7 @@ mod tests {
             "docs/D.md:2: cites ../shared",
             "docs/D.md:2: cites CONTRACT",
         ];
-        assert_eq!(p.len(), want.len(), "{p:?}");
-        for (got, w) in p.iter().zip(want) {
-            assert!(got.starts_with(w), "{got} vs {w}");
-        }
+        expect(&p, &want);
     }
 
     #[test]
