@@ -102,6 +102,7 @@ pub mod guard;
 pub mod module;
 pub mod proxy;
 pub mod server;
+mod upstream;
 
 pub use admin::AdminApp;
 pub use guard::HeadGuard;
