@@ -8,7 +8,7 @@
 //! | `request_filter` | [`Weir::request_filter`] | `Engine::begin` + `Flow::admit` (rate limit, queue wait, breaker); a rejection is written here |
 //! | `upstream_peer` | [`Weir::upstream_peer`] | sleeps the pending backoff, `Flow::next_attempt` → peer + timeouts, or the engine's 504 |
 //! | `upstream_request_filter` | [`Weir::upstream_request_filter`] | adds the attempt's headers (`x-request-id`) |
-//! | `upstream_response_filter` | [`Weir::upstream_response_filter`] | `Flow::on_attempt(Response)`: forward (adds `x-weir-*`/RateLimit headers), retry on a retryable status, or replace |
+//! | `upstream_response_filter` | [`Weir::upstream_response_filter`] | `Flow::on_attempt(Response)`: forward (adds `x-weir-*`/RateLimit headers; the body then streams under `idle_timeout`), retry on a retryable status, or replace |
 //! | `fail_to_connect` / `error_while_proxy` | [`Weir::fail_to_connect`] / [`Weir::error_while_proxy`] | `Flow::on_attempt(ConnectFailure / Reset / ProtocolError / PerTryTimeout)` → `set_retry` |
 //! | `fail_to_proxy` | [`Weir::fail_to_proxy`] | writes the engine's response (502/504/fallback) |
 //! | `logging` | [`Weir::logging`] | `Flow::finish` (access log, duration metrics) |

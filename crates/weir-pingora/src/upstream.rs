@@ -169,8 +169,11 @@ impl Pool {
             list.push(idle);
         }
         if !self.sweeping.swap(true, Relaxed) {
-            let pool = Arc::downgrade(self);
-            tokio::spawn(sweep(pool));
+            // Released from a request's task, so inside a runtime; never panic in a drop.
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn(sweep(Arc::downgrade(self)))),
+                Err(_) => self.sweeping.store(false, Relaxed),
+            }
         }
     }
 }
