@@ -392,3 +392,80 @@ impl Drop for TimedStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    async fn connect(pool: &Arc<Pool>, addr: SocketAddr, clock: &Arc<Clock>) -> Stream {
+        let c = AttemptConnect {
+            pool: pool.clone(),
+            clock: clock.clone(),
+            idle_timeout: Duration::from_secs(5),
+        };
+        c.connect(&PingoraAddr::Inet(addr)).await.unwrap()
+    }
+
+    fn clock(per_try_ms: u64) -> Arc<Clock> {
+        Arc::new(Clock::new(
+            Instant::now() + Duration::from_millis(per_try_ms),
+        ))
+    }
+
+    /// Per-try until the head, idle after it; a released connection goes to weir's pool and
+    /// the next attempt gets it on its own clock.
+    #[tokio::test]
+    async fn deadlines_follow_the_attempt_through_the_pool() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pool = Arc::new(Pool::default());
+        let mut buf = [0u8; 8];
+
+        // No head within per-try: the read fails and the clock says so.
+        let c1 = clock(50);
+        let mut s1 = connect(&pool, addr, &c1).await;
+        let (_up1, _) = listener.accept().await.unwrap();
+        let t = Instant::now();
+        assert!(s1.read(&mut buf).await.is_err());
+        assert!(c1.timed_out() && !c1.reused());
+        assert!(t.elapsed() < Duration::from_millis(500));
+        drop(s1);
+
+        // Head forwarded: a pause longer than per-try is fine.
+        let c2 = clock(50);
+        let mut s2 = connect(&pool, addr, &c2).await;
+        let (mut up2, _) = listener.accept().await.unwrap();
+        up2.write_all(b"h").await.unwrap();
+        assert_eq!(s2.read(&mut buf).await.unwrap(), 1);
+        c2.body(Duration::from_millis(400));
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            up2.write_all(b"b").await.unwrap();
+            up2
+        });
+        assert_eq!(s2.read(&mut buf).await.unwrap(), 1);
+        assert!(!c2.timed_out());
+        let _up2 = writer.await.unwrap();
+
+        // Pingora's quiet-connection probe (no waker): end-of-stream, and the drop pools it.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut probe = [0u8; 1];
+        let mut rb = ReadBuf::new(&mut probe);
+        let r = Pin::new(&mut s2).poll_read(&mut cx, &mut rb);
+        assert!(matches!(r, Poll::Ready(Ok(()))) && rb.filled().is_empty());
+        drop(s2);
+        assert_eq!(pool.lock().get(&addr).map_or(0, Vec::len), 1);
+
+        // The next attempt reuses it, on its own per-try deadline (not the body mode of the
+        // previous attempt).
+        let c3 = clock(50);
+        let mut s3 = connect(&pool, addr, &c3).await;
+        assert!(c3.reused());
+        assert!(s3.read(&mut buf).await.is_err());
+        assert!(c3.timed_out());
+        drop(s3);
+        assert_eq!(pool.lock().get(&addr).map_or(0, Vec::len), 0);
+    }
+}
