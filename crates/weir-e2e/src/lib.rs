@@ -49,6 +49,7 @@ macro_rules! suite {
             breaker_opens_then_fallback,
             breaker_three_phases_recover_through_half_open,
             slow_streaming_body_not_cut_by_deadlines,
+            body_pause_beyond_per_try_streams_until_idle_timeout,
             sigint_drains_in_flight_and_exits_0,
             two_instances_local_limits_multiply,
             global_limit_shared_and_store_failure_explicit,

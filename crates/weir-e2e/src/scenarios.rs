@@ -1446,6 +1446,56 @@ pub fn slow_streaming_body_not_cut_by_deadlines(bin: &Path) {
     );
 }
 
+/// The per-try timeout ends with the response head: a body that pauses for longer than
+/// `per_try` (but less than `idle_timeout`) reaches the client whole; a body silent for longer
+/// than `idle_timeout` is cut (the client sees no final chunk, the access log says
+/// `upstream_body_truncated`) even though the upstream would have finished it later.
+pub fn body_pause_beyond_per_try_streams_until_idle_timeout(bin: &Path) {
+    let up = RawUpstream::start(|seen, s| {
+        let pause = if seen.head.target().starts_with("/stall") {
+            900
+        } else {
+            250
+        };
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n");
+        thread::sleep(Duration::from_millis(pause));
+        let _ = s.write_all(b"1\r\nb\r\n");
+        thread::sleep(Duration::from_millis(pause));
+        let _ = s.write_all(b"1\r\nc\r\n0\r\n\r\n");
+        true
+    });
+    let routes = format!(
+        "{}[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"100ms\"\n\n",
+        route("all", "/", "up")
+    );
+    let server = "idle_timeout = \"400ms\"";
+    let gw = Gateway::start(bin, &config_with(&[("up", up.addr)], &routes, server));
+
+    let t = Instant::now();
+    let mut c = Client::connect(gw.addr).unwrap();
+    let r = c.get("/pause", &[]).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!r.truncated, "body cut: {r:?}");
+    assert_eq!(r.text(), "abc");
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "both pauses were streamed through"
+    );
+
+    let t = Instant::now();
+    let mut c = Client::connect(gw.addr).unwrap();
+    let r = c.get("/stall", &[]).unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.truncated, "cut after idle_timeout: {r:?}");
+    assert_eq!(r.text(), "a");
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "cut by idle_timeout, not by the upstream: {:?}",
+        t.elapsed()
+    );
+    wait_for_log(|| gw.stdout_text(), "upstream_body_truncated");
+}
+
 /// Issue 7's bounded load run: two instances on one global token bucket with leases
 /// (`lease = 5`), hammered at several times the limit for ~3 s by 4 clients each. The
 /// fleet admits at most the exact single-bucket ideal plus the documented lease bound

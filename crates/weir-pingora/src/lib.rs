@@ -44,7 +44,7 @@
 //! | `request_filter` | `Engine::begin`, `Flow::admit` | waits (queue, leaky-bucket delay) are tokio sleeps inside the filter; a rejection (404, 429, 403, 503, fallback) is written there and the filter returns `Ok(true)` |
 //! | `upstream_peer` | `Flow::next_attempt` | first sleeps the backoff chosen for the previous failure; the peer carries the attempt's timeouts; "no attempt may start" (deadline) ends the request via `fail_to_proxy` |
 //! | `upstream_request_filter` | `Attempt::request_headers` | `x-request-id` to the upstream |
-//! | `upstream_response_filter` | `Flow::on_attempt(Response)` | `Forward` adds weir's headers to the head; `Retry` returns a retryable error (see below); `Respond` replaces the response |
+//! | `upstream_response_filter` | `Flow::on_attempt(Response)` | `Forward` adds weir's headers to the head and moves the attempt's read deadline from per-try to `idle_timeout` inactivity; `Retry` returns a retryable error (see below); `Respond` replaces the response |
 //! | `fail_to_connect` / `error_while_proxy` | `Flow::on_attempt(failure)` | `Retry` → `e.set_retry(true)` and the backoff is slept in the next `upstream_peer` |
 //! | `fail_to_proxy` | — | writes the engine's 502 / 504 / fallback |
 //! | `logging` | `Flow::finish` | access log, duration and outcome metrics, permits released |
@@ -58,17 +58,34 @@
 //!   `upstream_peer` again. Request bodies are replayed from Pingora's retry buffer; when
 //!   that buffer was truncated (large bodies) weir tells the engine
 //!   (`Flow::body_not_replayable`) and no retry happens.
-//! - **Per-try timeout.** Pingora has one read timeout per upstream connection, applied to
-//!   every read — the response head *and* each body read; no hook can change it once the
-//!   head has arrived. weir sets it to the per-try budget, so the per-try timeout is exact
-//!   for the head (`per_try_timeout` / `deadline_exceeded`), but a response body that stays
-//!   silent for longer than the per-try timeout is cut (logged `upstream_body_truncated`),
-//!   where `weir-gateway` waits `server.idle_timeout`. A streaming body that sends something
-//!   at least once per per-try interval is never cut. Routes with long-polling or
-//!   server-sent-event responses should set `per_try` accordingly.
+//! - **Per-try timeout.** The per-try timeout bounds an attempt until its response head (a
+//!   head that does not arrive in time is `per_try_timeout` / `deadline_exceeded`, as on
+//!   `weir-gateway`); after the head was forwarded, the body streams under
+//!   `server.idle_timeout` of inactivity, so a live body that pauses for longer than
+//!   `per_try` is not cut. Pingora 0.9 cannot do this itself: it has one read timeout per
+//!   upstream session, copied from `PeerOptions::read_timeout` when the attempt starts and
+//!   applied to every read, head and body alike, and no phase reaches the session after the
+//!   head. So the peer weir returns from `upstream_peer` leaves `read_timeout` unset and
+//!   carries a connector of its own (`PeerOptions::custom_l4`, one per attempt) whose TCP
+//!   stream times its reads: against the attempt's per-try deadline until
+//!   [`Weir::upstream_response_filter`] forwards the head, then against `idle_timeout` for
+//!   each wait for body bytes. Write timeouts stay Pingora's (the per-try timeout).
+//!
+//!   Pingora never reuses such a stream from its own connection pool (it checks a pooled
+//!   connection's peer address through its fd, which a custom stream does not have:
+//!   cloudflare/pingora#883), so weir pools idle upstream connections itself, one pool per
+//!   [`Weir`]. Pingora still decides what is reusable (its keep-alive rules): when it
+//!   releases a connection to its pool it first polls one read without a waker to check the
+//!   connection is quiet; weir's stream answers that check with end-of-stream, Pingora drops
+//!   the stream, and the drop puts the TCP connection into weir's pool. The next attempt to
+//!   the endpoint takes it from there, bound to that attempt's deadlines. Idle connections
+//!   are closed after `idle_timeout` or when the upstream closes them (checked when taken
+//!   and once a second), at most 128 per endpoint. Pingora reports these connections as new
+//!   (`connected_to_upstream`'s `reused` is false); weir's own stale-connection rule below
+//!   knows better.
 //! - **Stale pooled connections.** When a kept-alive upstream connection from the pool turns
 //!   out closed before the request could reach the upstream, an idempotent request is resent
-//!   on a fresh connection as the *same* attempt (Pingora's own rule), not counted as a
+//!   on another connection as the *same* attempt (Pingora's own rule), not counted as a
 //!   retry.
 //! - **Malformed requests, head timeouts, connection limits.** Pingora parses the request
 //!   head before any filter runs, with its own (more lenient) parser, a 60 s read timeout and
@@ -89,7 +106,8 @@
 //!   answers until a slot frees — and `header_timeout` starts when it gets the slot.
 //! - **Client-side timers.** `server.idle_timeout` bounds kept-alive client connections between
 //!   requests (in [`HeadGuard`]), request body reads and response writes (set per request by
-//!   [`Weir::request_filter`]), and pooled upstream connections.
+//!   [`Weir::request_filter`]), upstream response body reads, and pooled upstream
+//!   connections.
 //! - **Shutdown.** Pingora's SIGINT is a fast exit and its SIGTERM sleeps a fixed grace
 //!   period. The binary maps both signals to a graceful stop (listeners close at once) and
 //!   exits 0 as soon as in-flight requests are done, at most `drain_timeout` later
@@ -102,6 +120,7 @@ pub mod guard;
 pub mod module;
 pub mod proxy;
 pub mod server;
+mod upstream;
 
 pub use admin::AdminApp;
 pub use guard::HeadGuard;

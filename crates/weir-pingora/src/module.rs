@@ -8,7 +8,7 @@
 //! | `request_filter` | [`Weir::request_filter`] | `Engine::begin` + `Flow::admit` (rate limit, queue wait, breaker); a rejection is written here |
 //! | `upstream_peer` | [`Weir::upstream_peer`] | sleeps the pending backoff, `Flow::next_attempt` → peer + timeouts, or the engine's 504 |
 //! | `upstream_request_filter` | [`Weir::upstream_request_filter`] | adds the attempt's headers (`x-request-id`) |
-//! | `upstream_response_filter` | [`Weir::upstream_response_filter`] | `Flow::on_attempt(Response)`: forward (adds `x-weir-*`/RateLimit headers), retry on a retryable status, or replace |
+//! | `upstream_response_filter` | [`Weir::upstream_response_filter`] | `Flow::on_attempt(Response)`: forward (adds `x-weir-*`/RateLimit headers; the body then streams under `idle_timeout`), retry on a retryable status, or replace |
 //! | `fail_to_connect` / `error_while_proxy` | [`Weir::fail_to_connect`] / [`Weir::error_while_proxy`] | `Flow::on_attempt(ConnectFailure / Reset / ProtocolError / PerTryTimeout)` → `set_retry` |
 //! | `fail_to_proxy` | [`Weir::fail_to_proxy`] | writes the engine's response (502/504/fallback) |
 //! | `logging` | [`Weir::logging`] | `Flow::finish` (access log, duration metrics) |
@@ -16,7 +16,7 @@
 use core::future::Future;
 use core::time::Duration;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
@@ -31,6 +31,7 @@ use weir_policy::{
 };
 
 use crate::server::{Inflight, InflightGuard};
+use crate::upstream::{AttemptConnect, Clock, Pool};
 
 /// [`weir_policy::Timer`] on tokio's timer (Pingora runs on tokio).
 #[derive(Debug, Default, Clone, Copy)]
@@ -50,6 +51,8 @@ impl Timer for TokioTimer {
 pub struct Weir {
     engine: Engine,
     inflight: Inflight,
+    /// Idle upstream connections (weir pools them itself: crate docs, "Per-try timeout").
+    pool: Arc<Pool>,
 }
 
 /// Per-request weir state, to be kept in (or as) the proxy's `CTX`.
@@ -67,6 +70,10 @@ struct CtxState {
     // CTX. It is never locked: every access goes through `&mut` (`get_mut`).
     flow: Option<Mutex<Flow>>,
     attempt: Option<Attempt>,
+    /// When the current attempt started (its per-try deadline counts from here).
+    attempt_start: Option<tokio::time::Instant>,
+    /// The current attempt's read clock, shared with its upstream connection.
+    clock: Option<Arc<Clock>>,
     backoff: Option<Duration>,
     /// The current attempt's outcome was already reported (status decided in
     /// `upstream_response_filter`).
@@ -180,6 +187,7 @@ impl Weir {
         Weir {
             engine,
             inflight: Inflight::default(),
+            pool: Arc::default(),
         }
     }
 
@@ -303,7 +311,10 @@ impl Weir {
                 .flow()
                 .ok_or_else(|| stop("weir: request_filter was not called"))?;
             match flow.next_attempt() {
-                Ok(a) => ctx.attempt = Some(a),
+                Ok(a) => {
+                    ctx.attempt = Some(a);
+                    ctx.attempt_start = Some(tokio::time::Instant::now());
+                }
                 Err(resp) => {
                     ctx.attempt = None;
                     ctx.respond = Some(resp);
@@ -316,20 +327,41 @@ impl Weir {
             .attempt
             .as_ref()
             .ok_or_else(|| stop("weir: no attempt"))?;
-        Ok(Box::new(self.peer_for(a)))
+        let start = *ctx
+            .attempt_start
+            .get_or_insert_with(tokio::time::Instant::now);
+        let clock = Arc::new(Clock::new(start + a.per_try_timeout));
+        let peer = self.peer_with_clock(a, clock.clone());
+        ctx.clock = Some(clock);
+        Ok(Box::new(peer))
     }
 
-    /// The Pingora peer for an attempt. Timeouts: connect = the attempt's connect timeout;
-    /// read and write = the per-try timeout (see the crate docs on what that means for slow
-    /// response bodies); pooled idle connections = `server.idle_timeout`.
+    /// The Pingora peer for an attempt starting now (what [`Weir::upstream_peer`] returns).
+    /// Timeouts: connect = the attempt's connect timeout; the response head = the per-try
+    /// timeout from now; each wait for response body bytes after the head was forwarded
+    /// (by [`Weir::upstream_response_filter`]) = `server.idle_timeout`; writes = the per-try
+    /// timeout; pooled idle connections = `server.idle_timeout`.
     pub fn peer_for(&self, a: &Attempt) -> HttpPeer {
+        let deadline = tokio::time::Instant::now() + a.per_try_timeout;
+        self.peer_with_clock(a, Arc::new(Clock::new(deadline)))
+    }
+
+    /// Reads are timed by the connection itself (crate docs, "Per-try timeout"): Pingora's
+    /// own `read_timeout` would also bound every body read by the per-try timeout.
+    fn peer_with_clock(&self, a: &Attempt, clock: Arc<Clock>) -> HttpPeer {
+        let idle_timeout = self.engine.server().idle_timeout;
         let mut peer = HttpPeer::new(a.endpoint, false, String::new());
         let o = &mut peer.options;
         o.connection_timeout = Some(a.connect_timeout);
         o.total_connection_timeout = Some(a.connect_timeout);
-        o.read_timeout = Some(a.per_try_timeout);
+        o.read_timeout = None;
         o.write_timeout = Some(a.per_try_timeout);
-        o.idle_timeout = Some(self.engine.server().idle_timeout);
+        o.idle_timeout = Some(idle_timeout);
+        o.custom_l4 = Some(Arc::new(AttemptConnect {
+            pool: self.pool.clone(),
+            clock,
+            idle_timeout,
+        }));
         peer
     }
 
@@ -392,6 +424,11 @@ impl Weir {
                     upstream_response.insert_header(name, header_value(value)?)?;
                 }
                 ctx.forwarded = true;
+                // The per-try timeout ends with the head; the body streams under
+                // `idle_timeout` inactivity.
+                if let Some(clock) = &ctx.clock {
+                    clock.body(self.engine.server().idle_timeout);
+                }
                 Ok(())
             }
             Next::Retry { backoff } => {
@@ -462,6 +499,8 @@ impl Weir {
         {
             flow.body_not_replayable();
         }
+        // weir's own pool hands out idle connections Pingora reports as new.
+        let client_reused = client_reused || ctx.clock.as_ref().is_some_and(|c| c.reused());
         if matches!(e.retry, RetryType::ReusedOnly)
             && client_reused
             && session.req_header().method.is_idempotent()
@@ -474,7 +513,11 @@ impl Weir {
             e.set_retry(true);
             return e;
         }
-        let result = classify(&e);
+        let result = if ctx.clock.as_ref().is_some_and(|c| c.timed_out()) {
+            AttemptResult::PerTryTimeout
+        } else {
+            classify(&e)
+        };
         let retry = self.decide(ctx, result);
         e.set_retry(retry);
         e
