@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 use std::sync::{Mutex, MutexGuard};
 use weir_core::window::{MAX_FIXED_LIMIT, MAX_SLIDING_LIMIT};
 use weir_core::{
-    Decision, InsufficientCapacity, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter,
-    SharedSlidingWindow, SharedTokenBucket, SlidingLog,
+    Decision, InsufficientCapacity, Limit, Nanos, SharedFixedWindow, SharedLeakyBucket,
+    SharedRateLimiter, SharedSlidingWindow, SharedTokenBucket, SlidingLog,
 };
 
 /// `cost=` argument: default 1; negative/huge → ValueError, non-int → TypeError.
@@ -135,7 +135,10 @@ limiter_methods!(PyTokenBucket, |s| s.core, {
         let per = to_positive_nanos("per", per)?;
         let burst = errors::positive_count("burst", burst)?;
         let clock = TimeSource::from_arg(clock)?;
-        let core = SharedTokenBucket::new(rate, per, burst).map_err(errors::config)?;
+        let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
+            Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
+            _ => unreachable!("a token-bucket limit"),
+        };
         core.reset(clock.now());
         Ok(PyTokenBucket { core, clock })
     }
@@ -216,7 +219,10 @@ limiter_methods!(PyLeakyBucket, |s| s.core, {
         };
         let clock = TimeSource::from_arg(clock)?;
         let core =
-            SharedLeakyBucket::new(rate, per, burst, delay, nodelay).map_err(errors::config)?;
+            match Limit::leaky_bucket(rate, per, burst, delay, nodelay).map_err(errors::config)? {
+                Limit::LeakyBucket(c) => SharedLeakyBucket::from_config(c),
+                _ => unreachable!("a leaky-bucket limit"),
+            };
         core.reset(clock.now());
         Ok(PyLeakyBucket { core, clock })
     }
@@ -373,8 +379,10 @@ limiter_methods!(PySlidingWindow, |s| s.core, {
 
 // ---- SlidingLog ---------------------------------------------------------------------------
 
-/// The largest `SlidingLog` limit: the biggest compiled ring (8 bytes per entry, 256 KiB).
-pub(crate) const MAX_LOG_LIMIT: u64 = 32_768;
+/// The largest `SlidingLog` limit: the one cap of every weir frontend, which is the
+/// biggest compiled ring here (8 bytes per entry, 256 KiB).
+pub(crate) const MAX_LOG_LIMIT: u64 = weir_core::MAX_SLIDING_LOG_LIMIT;
+const _: () = assert!(MAX_LOG_LIMIT as usize == 32768);
 
 /// The core log with the smallest compiled capacity `N` that holds the limit: 8, 64, 512,
 /// 4096 or 32768 entries (so the ring is at most 8× the limit, and at most 256 KiB).
@@ -477,6 +485,8 @@ limiter_methods!(PySlidingLog, |s| s.core, {
     ) -> PyResult<Self> {
         let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
         let clock = TimeSource::from_arg(clock)?;
+        // The one sliding-log limit check, then the smallest ring that holds it.
+        Limit::sliding_log(limit, window).map_err(errors::config)?;
         let log = Log::new(limit, window).map_err(errors::config)?;
         Ok(PySlidingLog {
             core: LockedLog {

@@ -515,7 +515,7 @@ fn ids_instance_and_no_route() {
         s.metrics()
             .contains("weir_requests_total{route=\"-\",outcome=\"no_route\"} 1")
     );
-    let r = s.engine.reject_malformed(431, "headers_too_large", None);
+    let r = s.engine.reject_malformed(Outcome::HeadersTooLarge, None);
     assert_eq!(r.status, 431);
     assert_eq!(r.header("x-weir-reason"), Some("headers_too_large"));
 }
@@ -1213,13 +1213,13 @@ fn frontend_rejection_after_begin_counts_once_under_the_route() {
     assert!(matches!(__block_on(flow.admit(&timer)), Admission::Proceed));
     flow.next_attempt().expect("attempt");
     // The request body's chunk framing turns out invalid while it streams.
-    let r = flow.reject(400, "bad_request");
+    let r = flow.reject(Outcome::BadRequest);
     assert_eq!(r.status, 400);
     assert_eq!(reason(&r), Some("bad_request"));
     assert_eq!(r.header("x-request-id"), Some("bad-body-1"));
     assert_eq!(r.header("x-weir-instance"), Some("gw-a"));
     assert!(String::from_utf8_lossy(&r.body).contains("\"route\":\"flaky\""));
-    flow.finish(400, Some("bad_request"));
+    flow.finish(400, Some(Outcome::BadRequest));
     let m = s.metrics();
     assert!(
         m.contains("weir_requests_total{route=\"flaky\",outcome=\"bad_request\"} 1"),

@@ -65,11 +65,7 @@ fn main() {
         thread::sleep(Duration::from_millis(20));
     }
     let url = format!("redis://127.0.0.1:{port}/0");
-    let limit = Limit::TokenBucket {
-        rate: 1_000_000,
-        per: Nanos::from_secs(1),
-        burst: 1_000_000,
-    };
+    let limit = Limit::token_bucket(1_000_000, Nanos::from_secs(1), 1_000_000).unwrap();
     let store = RedisStore::start(RedisSettings {
         url: url.clone(),
         timeout: Duration::from_secs(1),

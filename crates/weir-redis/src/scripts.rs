@@ -1,9 +1,9 @@
 //! The Lua scripts. Each runs atomically on the Redis server and reads the server's own
-//! clock (`TIME`, microseconds), so no instance's clock ever decides (seeds 000, 003).
+//! clock (`TIME`, microseconds), so no instance's clock ever decides.
 //!
 //! Numbers in Redis' Lua are IEEE doubles: integers are exact below 2^53. Every quantity
 //! here stays below that bound for any configuration `weir-policy` accepts (see
-//! [`crate::Limit::validate`]): the token bucket keeps its level in units of
+//! [`crate::check_exact`]): the token bucket keeps its level in units of
 //! `1 / per_us` tokens, so `burst × per_us < 2^53` is checked before a script runs.
 //!
 //! Every script returns `{allowed, taken, remaining, retry_us, reset_us}` (the leaky
@@ -229,3 +229,15 @@ local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local reset = tonumber(oldest[2]) + win - now
 return {1, cost, limit - count - cost, 0, reset}
 "#;
+
+/// The script of a limit's algorithm.
+pub const fn for_kind(k: weir_core::LimitKind) -> &'static str {
+    use weir_core::LimitKind as K;
+    match k {
+        K::TokenBucket => TOKEN_BUCKET,
+        K::LeakyBucket => LEAKY_BUCKET,
+        K::FixedWindow => FIXED_WINDOW,
+        K::SlidingWindow => SLIDING_WINDOW,
+        K::SlidingLog => SLIDING_LOG,
+    }
+}
