@@ -286,96 +286,75 @@ fn window_args(
     Ok((limit, to_positive_nanos("window", window)?))
 }
 
-/// `weir.FixedWindow(limit, window, clock=None)`: at most `limit` admissions in each
-/// aligned window `[i·window, (i+1)·window)` of the clock (so up to `2·limit` across a
-/// window boundary); `limit <= 2**32 - 1`.
-#[pyclass(frozen, module = "weir", name = "FixedWindow")]
-pub(crate) struct PyFixedWindow {
-    core: SharedFixedWindow,
-    clock: TimeSource,
+/// A window limiter class (`FixedWindow`, `SlidingWindow`) over a lock-free shared core:
+/// `$name(limit, window, clock=None)` with `limit <= $max`.
+macro_rules! window_class {
+    ($(#[$doc:meta])* $ty:ident, $core:ty, $name:literal, $max:expr) => {
+        $(#[$doc])*
+        #[pyclass(frozen, module = "weir", name = $name)]
+        pub(crate) struct $ty {
+            core: $core,
+            clock: TimeSource,
+        }
+
+        shared_replay!($ty);
+
+        limiter_methods!($ty, |s| s.core, {
+            #[new]
+            #[pyo3(signature = (limit, window, clock = None))]
+            fn new(
+                limit: &Bound<'_, PyAny>,
+                window: f64,
+                clock: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<Self> {
+                let (limit, window) = window_args(limit, window, $max, $name)?;
+                let clock = TimeSource::from_arg(clock)?;
+                let core = <$core>::new(limit, window).map_err(errors::config)?;
+                Ok($ty { core, clock })
+            }
+
+            #[getter]
+            fn limit(&self) -> u64 {
+                self.core.config().limit()
+            }
+            #[getter]
+            fn window(&self) -> f64 {
+                to_secs(self.core.config().window())
+            }
+
+            fn __repr__(&self) -> String {
+                let c = self.core.config();
+                format!(
+                    "{}(limit={}, window={:?}, remaining={}, clock={})",
+                    $name,
+                    c.limit(),
+                    to_secs(c.window()),
+                    remaining_now(self.core.peek(self.clock.now(), 0)),
+                    self.clock.describe()
+                )
+            }
+        });
+    };
 }
 
-shared_replay!(PyFixedWindow);
+window_class!(
+    /// `weir.FixedWindow(limit, window, clock=None)`: at most `limit` admissions in each
+    /// aligned window `[i·window, (i+1)·window)` of the clock (so up to `2·limit` across a
+    /// window boundary); `limit <= 2**32 - 1`.
+    PyFixedWindow,
+    SharedFixedWindow,
+    "FixedWindow",
+    MAX_FIXED_LIMIT
+);
 
-limiter_methods!(PyFixedWindow, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_FIXED_LIMIT, "FixedWindow")?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = SharedFixedWindow::new(limit, window).map_err(errors::config)?;
-        Ok(PyFixedWindow { core, clock })
-    }
-
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.config().limit()
-    }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.config().window())
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "FixedWindow(limit={}, window={:?}, remaining={}, clock={})",
-            c.limit(),
-            to_secs(c.window()),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
-
-/// `weir.SlidingWindow(limit, window, clock=None)`: the sliding-window counter — admits
-/// while `ceil(prev·(window − e)/window) + cur + cost <= limit`; `limit <= 2**24 - 1`.
-#[pyclass(frozen, module = "weir", name = "SlidingWindow")]
-pub(crate) struct PySlidingWindow {
-    core: SharedSlidingWindow,
-    clock: TimeSource,
-}
-
-shared_replay!(PySlidingWindow);
-
-limiter_methods!(PySlidingWindow, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_SLIDING_LIMIT, "SlidingWindow")?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = SharedSlidingWindow::new(limit, window).map_err(errors::config)?;
-        Ok(PySlidingWindow { core, clock })
-    }
-
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.config().limit()
-    }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.config().window())
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "SlidingWindow(limit={}, window={:?}, remaining={}, clock={})",
-            c.limit(),
-            to_secs(c.window()),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+window_class!(
+    /// `weir.SlidingWindow(limit, window, clock=None)`: the sliding-window counter — admits
+    /// while `ceil(prev·(window − e)/window) + cur + cost <= limit`; `limit <= 2**24 - 1`.
+    PySlidingWindow,
+    SharedSlidingWindow,
+    "SlidingWindow",
+    MAX_SLIDING_LIMIT
+);
 
 // ---- SlidingLog ---------------------------------------------------------------------------
 
