@@ -231,27 +231,7 @@ impl PolicySet {
                 r.id, methods, r.path_prefix, r.upstream
             );
             if let Some(rl) = &r.rate_limit {
-                let alg = crate::ratelimit::layer::describe_limit(&rl.limit);
-                let key: Vec<String> = rl.key.iter().map(|k| k.to_string()).collect();
-                let _ = writeln!(
-                    o,
-                    "  rate_limit: {alg}; key [{}]{}; scope {:?}{}; mode {:?}; max_keys {}, max_key_bytes {}",
-                    key.join(", "),
-                    if rl.deny_empty_key {
-                        ", empty key -> 403"
-                    } else {
-                        ""
-                    },
-                    rl.scope,
-                    if rl.scope == Scope::Global {
-                        format!(", on_store_error {:?}", rl.on_store_error)
-                    } else {
-                        String::new()
-                    },
-                    rl.mode,
-                    rl.max_keys,
-                    rl.max_key_bytes
-                );
+                let _ = writeln!(o, "  rate_limit: {}", crate::ratelimit::layer::describe(rl));
             }
             if let Some(c) = &r.concurrency {
                 let _ = writeln!(
@@ -266,53 +246,9 @@ impl PolicySet {
                 "  timeouts: total {}, per_try {}, min_try {}",
                 t.total, t.per_try, t.min_try
             );
-            let rt = &r.retry;
-            if rt.max_attempts <= 1 {
-                let _ = writeln!(o, "  retry: none (1 attempt)");
-            } else {
-                let _ = writeln!(
-                    o,
-                    "  retry: {} attempts on [{}]; idempotent: {} or header {}; backoff {}..{} jitter {:?}; budget ratio {} + {}/s over {}; max_replay_bytes {}",
-                    rt.max_attempts,
-                    rt.on.names.join(", "),
-                    rt.methods.join("|"),
-                    rt.idempotency_header,
-                    rt.backoff.base,
-                    rt.backoff.max,
-                    rt.backoff.jitter,
-                    rt.budget.ratio,
-                    rt.budget.min_per_sec,
-                    rt.budget.ttl,
-                    rt.max_replay_bytes
-                );
-            }
+            let _ = writeln!(o, "  retry: {}", crate::retry::layer::describe(&r.retry));
             if let Some(b) = &r.breaker {
-                let mut trips = Vec::new();
-                if let Some(n) = b.consecutive_failures {
-                    trips.push(format!("{n} consecutive failures"));
-                }
-                if let Some(fr) = b.failure_rate {
-                    trips.push(format!(
-                        "failure rate {fr} over {} calls (min {})",
-                        b.window, b.min_calls
-                    ));
-                }
-                if let (Some(sc), Some(sr)) = (b.slow_call, b.slow_call_rate) {
-                    trips.push(format!("slow-call rate {sr} (slower than {sc})"));
-                }
-                let _ = writeln!(
-                    o,
-                    "  breaker: failure_on [{}]; trips on {}; cooldown {}..{} x{} jitter {}; half_open {} probes / {} successes; ramp {}",
-                    b.failure_on.names.join(", "),
-                    trips.join(" or "),
-                    b.cooldown_base,
-                    b.cooldown_max,
-                    b.cooldown_multiplier,
-                    b.cooldown_jitter,
-                    b.probes,
-                    b.successes,
-                    b.ramp
-                );
+                let _ = writeln!(o, "  breaker: {}", crate::breaker::layer::describe(b));
             }
             if let Some(f) = &r.fallback {
                 let _ = writeln!(

@@ -248,3 +248,32 @@ fn compile_policy(k: &str, b: RawBreaker, ctx: &Ctx<'_>) -> R<BreakerPolicy> {
         ramp: b.ramp.unwrap_or(Dur(Duration::ZERO)),
     })
 }
+
+/// What `--check` prints for a breaker.
+pub(crate) fn describe(b: &BreakerPolicy) -> String {
+    let mut trips = Vec::new();
+    if let Some(n) = b.consecutive_failures {
+        trips.push(format!("{n} consecutive failures"));
+    }
+    if let Some(fr) = b.failure_rate {
+        trips.push(format!(
+            "failure rate {fr} over {} calls (min {})",
+            b.window, b.min_calls
+        ));
+    }
+    if let (Some(sc), Some(sr)) = (b.slow_call, b.slow_call_rate) {
+        trips.push(format!("slow-call rate {sr} (slower than {sc})"));
+    }
+    format!(
+        "failure_on [{}]; trips on {}; cooldown {}..{} x{} jitter {}; half_open {} probes / {} successes; ramp {}",
+        b.failure_on.names.join(", "),
+        trips.join(" or "),
+        b.cooldown_base,
+        b.cooldown_max,
+        b.cooldown_multiplier,
+        b.cooldown_jitter,
+        b.probes,
+        b.successes,
+        b.ramp
+    )
+}

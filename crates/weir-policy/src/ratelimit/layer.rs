@@ -154,7 +154,7 @@ fn ser_limit<S: Serializer>(l: &Limit, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// What `--check` prints for a limit: `token_bucket 2 per 60s, burst 2`.
-pub(crate) fn describe_limit(l: &Limit) -> String {
+fn describe_limit(l: &Limit) -> String {
     let (q, w) = l.quota_window();
     let w = Dur(w.into());
     let kind = l.kind().as_str();
@@ -171,6 +171,30 @@ pub(crate) fn describe_limit(l: &Limit) -> String {
         ),
         _ => format!("{kind} {q} per {w}"),
     }
+}
+
+/// What `--check` prints for a rate limit.
+pub(crate) fn describe(rl: &RateLimitPolicy) -> String {
+    let key: Vec<String> = rl.key.iter().map(|k| k.to_string()).collect();
+    format!(
+        "{}; key [{}]{}; scope {:?}{}; mode {:?}; max_keys {}, max_key_bytes {}",
+        describe_limit(&rl.limit),
+        key.join(", "),
+        if rl.deny_empty_key {
+            ", empty key -> 403"
+        } else {
+            ""
+        },
+        rl.scope,
+        if rl.scope == Scope::Global {
+            format!(", on_store_error {:?}", rl.on_store_error)
+        } else {
+            String::new()
+        },
+        rl.mode,
+        rl.max_keys,
+        rl.max_key_bytes
+    )
 }
 
 /// The file's `algorithm = "..."`, with serde's own error for an unknown name.

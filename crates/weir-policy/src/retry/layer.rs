@@ -193,3 +193,24 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
         max_replay_bytes: r.max_replay_bytes.unwrap_or(65536),
     })
 }
+
+/// What `--check` prints for a retry policy.
+pub(crate) fn describe(rt: &RetryPolicy) -> String {
+    if rt.max_attempts <= 1 {
+        return "none (1 attempt)".to_string();
+    }
+    format!(
+        "{} attempts on [{}]; idempotent: {} or header {}; backoff {}..{} jitter {:?}; budget ratio {} + {}/s over {}; max_replay_bytes {}",
+        rt.max_attempts,
+        rt.on.names.join(", "),
+        rt.methods.join("|"),
+        rt.idempotency_header,
+        rt.backoff.base,
+        rt.backoff.max,
+        rt.backoff.jitter,
+        rt.budget.ratio,
+        rt.budget.min_per_sec,
+        rt.budget.ttl,
+        rt.max_replay_bytes
+    )
+}
