@@ -109,6 +109,34 @@ macro_rules! shared_replay {
     };
 }
 
+/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`)
+/// and the `rate`, `per`, `burst` getters.
+macro_rules! bucket_methods {
+    ($ty:ty, $reset_doc:literal, { $($extra:tt)* }) => {
+        limiter_methods!($ty, |s| s.core, {
+            #[doc = $reset_doc]
+            fn reset(&self) {
+                self.core.reset(self.clock.now());
+            }
+
+            #[getter]
+            fn rate(&self) -> u64 {
+                self.core.config().rate()
+            }
+            #[getter]
+            fn per(&self) -> f64 {
+                to_secs(self.core.config().per())
+            }
+            #[getter]
+            fn burst(&self) -> u64 {
+                self.core.config().burst()
+            }
+
+            $($extra)*
+        });
+    };
+}
+
 // ---- TokenBucket --------------------------------------------------------------------------
 
 /// `weir.TokenBucket(rate, per, burst, clock=None)`: `rate` admissions per `per` seconds,
@@ -122,7 +150,7 @@ pub(crate) struct PyTokenBucket {
 // One CAS per batch of events instead of one per admission (see `Fill::batch`).
 shared_replay!(PyTokenBucket);
 
-limiter_methods!(PyTokenBucket, |s| s.core, {
+bucket_methods!(PyTokenBucket, "Makes the bucket full now.", {
     #[new]
     #[pyo3(signature = (rate, per, burst, clock = None))]
     fn new(
@@ -149,24 +177,6 @@ limiter_methods!(PyTokenBucket, |s| s.core, {
         let n = cost_arg(n)?;
         self.core.refund(self.clock.now(), n);
         Ok(())
-    }
-
-    /// Makes the bucket full now.
-    fn reset(&self) {
-        self.core.reset(self.clock.now());
-    }
-
-    #[getter]
-    fn rate(&self) -> u64 {
-        self.core.config().rate()
-    }
-    #[getter]
-    fn per(&self) -> f64 {
-        to_secs(self.core.config().per())
-    }
-    #[getter]
-    fn burst(&self) -> u64 {
-        self.core.config().burst()
     }
 
     fn __repr__(&self) -> String {
@@ -196,7 +206,7 @@ pub(crate) struct PyLeakyBucket {
 
 shared_replay!(PyLeakyBucket);
 
-limiter_methods!(PyLeakyBucket, |s| s.core, {
+bucket_methods!(PyLeakyBucket, "Makes the bucket idle (no excess) now.", {
     #[new]
     #[pyo3(
         signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
@@ -227,23 +237,6 @@ limiter_methods!(PyLeakyBucket, |s| s.core, {
         Ok(PyLeakyBucket { core, clock })
     }
 
-    /// Makes the bucket idle (no excess) now.
-    fn reset(&self) {
-        self.core.reset(self.clock.now());
-    }
-
-    #[getter]
-    fn rate(&self) -> u64 {
-        self.core.config().rate()
-    }
-    #[getter]
-    fn per(&self) -> f64 {
-        to_secs(self.core.config().per())
-    }
-    #[getter]
-    fn burst(&self) -> u64 {
-        self.core.config().burst()
-    }
     #[getter]
     fn delay(&self) -> u64 {
         self.core.config().delay()
