@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 use std::sync::{Mutex, MutexGuard};
 use weir_core::window::{MAX_FIXED_LIMIT, MAX_SLIDING_LIMIT};
 use weir_core::{
-    Decision, InsufficientCapacity, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter,
-    SharedSlidingWindow, SharedTokenBucket, SlidingLog,
+    Decision, InsufficientCapacity, Limit, Nanos, SharedFixedWindow, SharedLeakyBucket,
+    SharedRateLimiter, SharedSlidingWindow, SharedTokenBucket, SlidingLog,
 };
 
 /// `cost=` argument: default 1; negative/huge → ValueError, non-int → TypeError.
@@ -109,6 +109,34 @@ macro_rules! shared_replay {
     };
 }
 
+/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`)
+/// and the `rate`, `per`, `burst` getters.
+macro_rules! bucket_methods {
+    ($ty:ty, $reset_doc:literal, { $($extra:tt)* }) => {
+        limiter_methods!($ty, |s| s.core, {
+            #[doc = $reset_doc]
+            fn reset(&self) {
+                self.core.reset(self.clock.now());
+            }
+
+            #[getter]
+            fn rate(&self) -> u64 {
+                self.core.config().rate()
+            }
+            #[getter]
+            fn per(&self) -> f64 {
+                to_secs(self.core.config().per())
+            }
+            #[getter]
+            fn burst(&self) -> u64 {
+                self.core.config().burst()
+            }
+
+            $($extra)*
+        });
+    };
+}
+
 // ---- TokenBucket --------------------------------------------------------------------------
 
 /// `weir.TokenBucket(rate, per, burst, clock=None)`: `rate` admissions per `per` seconds,
@@ -122,7 +150,7 @@ pub(crate) struct PyTokenBucket {
 // One CAS per batch of events instead of one per admission (see `Fill::batch`).
 shared_replay!(PyTokenBucket);
 
-limiter_methods!(PyTokenBucket, |s| s.core, {
+bucket_methods!(PyTokenBucket, "Makes the bucket full now.", {
     #[new]
     #[pyo3(signature = (rate, per, burst, clock = None))]
     fn new(
@@ -135,7 +163,10 @@ limiter_methods!(PyTokenBucket, |s| s.core, {
         let per = to_positive_nanos("per", per)?;
         let burst = errors::positive_count("burst", burst)?;
         let clock = TimeSource::from_arg(clock)?;
-        let core = SharedTokenBucket::new(rate, per, burst).map_err(errors::config)?;
+        let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
+            Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
+            _ => unreachable!("a token-bucket limit"),
+        };
         core.reset(clock.now());
         Ok(PyTokenBucket { core, clock })
     }
@@ -146,24 +177,6 @@ limiter_methods!(PyTokenBucket, |s| s.core, {
         let n = cost_arg(n)?;
         self.core.refund(self.clock.now(), n);
         Ok(())
-    }
-
-    /// Makes the bucket full now.
-    fn reset(&self) {
-        self.core.reset(self.clock.now());
-    }
-
-    #[getter]
-    fn rate(&self) -> u64 {
-        self.core.config().rate()
-    }
-    #[getter]
-    fn per(&self) -> f64 {
-        to_secs(self.core.config().per())
-    }
-    #[getter]
-    fn burst(&self) -> u64 {
-        self.core.config().burst()
     }
 
     fn __repr__(&self) -> String {
@@ -193,7 +206,7 @@ pub(crate) struct PyLeakyBucket {
 
 shared_replay!(PyLeakyBucket);
 
-limiter_methods!(PyLeakyBucket, |s| s.core, {
+bucket_methods!(PyLeakyBucket, "Makes the bucket idle (no excess) now.", {
     #[new]
     #[pyo3(
         signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
@@ -216,28 +229,14 @@ limiter_methods!(PyLeakyBucket, |s| s.core, {
         };
         let clock = TimeSource::from_arg(clock)?;
         let core =
-            SharedLeakyBucket::new(rate, per, burst, delay, nodelay).map_err(errors::config)?;
+            match Limit::leaky_bucket(rate, per, burst, delay, nodelay).map_err(errors::config)? {
+                Limit::LeakyBucket(c) => SharedLeakyBucket::from_config(c),
+                _ => unreachable!("a leaky-bucket limit"),
+            };
         core.reset(clock.now());
         Ok(PyLeakyBucket { core, clock })
     }
 
-    /// Makes the bucket idle (no excess) now.
-    fn reset(&self) {
-        self.core.reset(self.clock.now());
-    }
-
-    #[getter]
-    fn rate(&self) -> u64 {
-        self.core.config().rate()
-    }
-    #[getter]
-    fn per(&self) -> f64 {
-        to_secs(self.core.config().per())
-    }
-    #[getter]
-    fn burst(&self) -> u64 {
-        self.core.config().burst()
-    }
     #[getter]
     fn delay(&self) -> u64 {
         self.core.config().delay()
@@ -280,101 +279,82 @@ fn window_args(
     Ok((limit, to_positive_nanos("window", window)?))
 }
 
-/// `weir.FixedWindow(limit, window, clock=None)`: at most `limit` admissions in each
-/// aligned window `[i·window, (i+1)·window)` of the clock (so up to `2·limit` across a
-/// window boundary); `limit <= 2**32 - 1`.
-#[pyclass(frozen, module = "weir", name = "FixedWindow")]
-pub(crate) struct PyFixedWindow {
-    core: SharedFixedWindow,
-    clock: TimeSource,
+/// A window limiter class (`FixedWindow`, `SlidingWindow`) over a lock-free shared core:
+/// `$name(limit, window, clock=None)` with `limit <= $max`.
+macro_rules! window_class {
+    ($(#[$doc:meta])* $ty:ident, $core:ty, $name:literal, $max:expr) => {
+        $(#[$doc])*
+        #[pyclass(frozen, module = "weir", name = $name)]
+        pub(crate) struct $ty {
+            core: $core,
+            clock: TimeSource,
+        }
+
+        shared_replay!($ty);
+
+        limiter_methods!($ty, |s| s.core, {
+            #[new]
+            #[pyo3(signature = (limit, window, clock = None))]
+            fn new(
+                limit: &Bound<'_, PyAny>,
+                window: f64,
+                clock: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<Self> {
+                let (limit, window) = window_args(limit, window, $max, $name)?;
+                let clock = TimeSource::from_arg(clock)?;
+                let core = <$core>::new(limit, window).map_err(errors::config)?;
+                Ok($ty { core, clock })
+            }
+
+            #[getter]
+            fn limit(&self) -> u64 {
+                self.core.config().limit()
+            }
+            #[getter]
+            fn window(&self) -> f64 {
+                to_secs(self.core.config().window())
+            }
+
+            fn __repr__(&self) -> String {
+                let c = self.core.config();
+                format!(
+                    "{}(limit={}, window={:?}, remaining={}, clock={})",
+                    $name,
+                    c.limit(),
+                    to_secs(c.window()),
+                    remaining_now(self.core.peek(self.clock.now(), 0)),
+                    self.clock.describe()
+                )
+            }
+        });
+    };
 }
 
-shared_replay!(PyFixedWindow);
+window_class!(
+    /// `weir.FixedWindow(limit, window, clock=None)`: at most `limit` admissions in each
+    /// aligned window `[i·window, (i+1)·window)` of the clock (so up to `2·limit` across a
+    /// window boundary); `limit <= 2**32 - 1`.
+    PyFixedWindow,
+    SharedFixedWindow,
+    "FixedWindow",
+    MAX_FIXED_LIMIT
+);
 
-limiter_methods!(PyFixedWindow, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_FIXED_LIMIT, "FixedWindow")?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = SharedFixedWindow::new(limit, window).map_err(errors::config)?;
-        Ok(PyFixedWindow { core, clock })
-    }
-
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.config().limit()
-    }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.config().window())
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "FixedWindow(limit={}, window={:?}, remaining={}, clock={})",
-            c.limit(),
-            to_secs(c.window()),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
-
-/// `weir.SlidingWindow(limit, window, clock=None)`: the sliding-window counter — admits
-/// while `ceil(prev·(window − e)/window) + cur + cost <= limit`; `limit <= 2**24 - 1`.
-#[pyclass(frozen, module = "weir", name = "SlidingWindow")]
-pub(crate) struct PySlidingWindow {
-    core: SharedSlidingWindow,
-    clock: TimeSource,
-}
-
-shared_replay!(PySlidingWindow);
-
-limiter_methods!(PySlidingWindow, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_SLIDING_LIMIT, "SlidingWindow")?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = SharedSlidingWindow::new(limit, window).map_err(errors::config)?;
-        Ok(PySlidingWindow { core, clock })
-    }
-
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.config().limit()
-    }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.config().window())
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "SlidingWindow(limit={}, window={:?}, remaining={}, clock={})",
-            c.limit(),
-            to_secs(c.window()),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+window_class!(
+    /// `weir.SlidingWindow(limit, window, clock=None)`: the sliding-window counter — admits
+    /// while `ceil(prev·(window − e)/window) + cur + cost <= limit`; `limit <= 2**24 - 1`.
+    PySlidingWindow,
+    SharedSlidingWindow,
+    "SlidingWindow",
+    MAX_SLIDING_LIMIT
+);
 
 // ---- SlidingLog ---------------------------------------------------------------------------
 
-/// The largest `SlidingLog` limit: the biggest compiled ring (8 bytes per entry, 256 KiB).
-pub(crate) const MAX_LOG_LIMIT: u64 = 32_768;
+/// The largest `SlidingLog` limit: the one cap of every weir frontend, which is the
+/// biggest compiled ring here (8 bytes per entry, 256 KiB).
+pub(crate) const MAX_LOG_LIMIT: u64 = weir_core::MAX_SLIDING_LOG_LIMIT;
+const _: () = assert!(MAX_LOG_LIMIT as usize == 32768);
 
 /// The core log with the smallest compiled capacity `N` that holds the limit: 8, 64, 512,
 /// 4096 or 32768 entries (so the ring is at most 8× the limit, and at most 256 KiB).
@@ -477,6 +457,8 @@ limiter_methods!(PySlidingLog, |s| s.core, {
     ) -> PyResult<Self> {
         let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
         let clock = TimeSource::from_arg(clock)?;
+        // The one sliding-log limit check, then the smallest ring that holds it.
+        Limit::sliding_log(limit, window).map_err(errors::config)?;
         let log = Log::new(limit, window).map_err(errors::config)?;
         Ok(PySlidingLog {
             core: LockedLog {

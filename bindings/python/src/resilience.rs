@@ -12,9 +12,9 @@ use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use weir_core::{
-    Backoff, BreakerConfig, BreakerState, Cooldown, Deadline, Jitter, Nanos, OwnedPermit,
-    RetryBudgetConfig, Semaphore, SharedBreaker, SharedRetryBudget, SlowCall, SplitMix64, Ticket,
-    Transition,
+    Backoff, BackoffSequence, BreakerConfig, BreakerState, Cooldown, Deadline, Jitter, Nanos,
+    OwnedPermit, RetryBudgetConfig, Semaphore, SharedBreaker, SharedRetryBudget, SlowCall,
+    SplitMix64, Ticket, Transition,
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -309,10 +309,16 @@ impl PyRetryBudget {
 // ---- Backoff ----------------------------------------------------------------------------
 
 /// `weir.Backoff(base, max, jitter="full", seed=None, multiplier=2.0)`.
+///
+/// Delays come from the core's [`BackoffSequence`], the one the engine's retries use:
+/// calling `delay(1)`, `delay(2)`, ... in order gives exactly the engine's sequence
+/// (decorrelated jitter draws from the previous delay *returned*, from the second retry
+/// on). `delay(1)` starts a new sequence; an attempt out of order gets the core's
+/// stateless `Backoff::delay` (decorrelated: the previous *scheduled* delay).
 #[pyclass(frozen, module = "weir", name = "Backoff")]
 pub(crate) struct PyBackoff {
     inner: Backoff,
-    rng: Mutex<SplitMix64>,
+    seq: Mutex<(SplitMix64, BackoffSequence)>,
     seed: u64,
 }
 
@@ -350,7 +356,7 @@ impl PyBackoff {
         let seed = seed_arg(seed)?;
         Ok(PyBackoff {
             inner,
-            rng: Mutex::new(SplitMix64::new(seed)),
+            seq: Mutex::new((SplitMix64::new(seed), inner.sequence())),
             seed,
         })
     }
@@ -358,7 +364,16 @@ impl PyBackoff {
     fn delay(&self, attempt: &Bound<'_, PyAny>) -> PyResult<f64> {
         let a = errors::count("attempt", attempt)?;
         let a = u32::try_from(a).unwrap_or(u32::MAX);
-        Ok(to_secs(self.inner.delay(a, &mut *lock(&self.rng))))
+        let (rng, seq) = &mut *lock(&self.seq);
+        if a == 1 {
+            *seq = self.inner.sequence();
+        }
+        let d = if a != 0 && seq.attempt() == a - 1 {
+            seq.next_delay(rng)
+        } else {
+            self.inner.delay(a, rng)
+        };
+        Ok(to_secs(d))
     }
     /// The un-jittered delay of attempt `attempt`.
     fn schedule(&self, attempt: &Bound<'_, PyAny>) -> PyResult<f64> {

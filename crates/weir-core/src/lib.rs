@@ -24,6 +24,7 @@
 //! | fixed window | [`FixedWindow`] | [`SharedFixedWindow`] | exact within 2^31+ windows between calls |
 //! | sliding-window counter | [`SlidingWindow`] | [`SharedSlidingWindow`] | conservative rounding of the weighted estimate |
 //! | sliding log | [`SlidingLog`] | — | exact, `N` entries inline |
+//! | one limit of any algorithm | [`Limit`] (the algorithm's validated config; one sliding-log cap, [`MAX_SLIDING_LOG_LIMIT`]) | | |
 //! | bounded keyed state | [`KeyedLimiter`] (any [`Algorithm`]) | [`KeyedTokenBuckets`] (16 B/key) | evicts only fresh-equivalent state; overflow limiter |
 //!
 //! The token bucket also has a lean path for callers that only branch on the verdict:
@@ -60,6 +61,7 @@ pub mod decision;
 pub mod error;
 pub mod keyed;
 pub mod leaky_bucket;
+pub mod limit;
 pub mod limiter;
 #[doc(hidden)]
 pub mod reference;
@@ -82,6 +84,7 @@ pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
 pub use keyed::{KeyedDecision, KeyedLimiter, KeyedTokenBuckets, Slot};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
+pub use limit::{Limit, LimitKind, MAX_SLIDING_LOG_LEN, MAX_SLIDING_LOG_LIMIT, SlidingLogLimit};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};

@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 
 use weir_http::{self as http, Limits, Parsed};
-use weir_policy::Engine;
+use weir_policy::{Engine, Outcome};
 
 const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_ADMIN_BODY: u64 = 1 << 20;
@@ -60,7 +60,7 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
                 buf.extend_from_slice(&chunk[..n]);
             }
             Err(e) => {
-                let resp = engine.reject_malformed(e.status(), e.reason(), None);
+                let resp = engine.reject_malformed(Outcome::malformed(e.reason()), None);
                 return write(&mut s, resp.status, &resp.headers, &resp.body, false);
             }
         }
@@ -78,13 +78,10 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
             left = left.saturating_sub(k as u64);
         }
     }
-    let reload = head.method() == "POST" && head.path().split('?').next() == Some("/admin/reload");
-    let store_before = reload.then(|| engine.store_config());
     let resp = engine.admin(head.method(), head.path());
-    if let Some(before) = store_before
-        && resp.status == 200
-    {
-        reattach_store(engine, before);
+    // The engine re-attaches its store on reload itself; it only reports what it did.
+    for n in engine.take_notices() {
+        eprintln!("weir-gateway: {n}");
     }
     write(
         &mut s,
@@ -93,22 +90,6 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
         &resp.body,
         head.is_head(),
     )
-}
-
-/// After a successful reload: a changed `[store]` section gets a new store (a removed one
-/// keeps the old store installed; no global route can use it any more).
-fn reattach_store(engine: &Engine, before: Option<weir_policy::StoreConfig>) {
-    let now = engine.store_config();
-    if now == before || now.is_none() {
-        return;
-    }
-    match weir_redis::attach(engine.clone()) {
-        Ok(_) => eprintln!("weir-gateway: [store] changed on reload: new store attached"),
-        Err(e) => eprintln!(
-            "weir-gateway: [store] changed on reload but the new store cannot start ({e}); \
-             the previous store keeps serving"
-        ),
-    }
 }
 
 fn write(

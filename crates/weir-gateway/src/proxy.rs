@@ -21,7 +21,7 @@ use weir_http::{
     self as http, BodyDecoder, BodyFraming, Limits, RequestHead, ResponseHead, Version,
 };
 use weir_policy::{
-    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Next,
+    Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Next, Outcome,
     RequestInfo, ServerSettings,
 };
 
@@ -98,7 +98,7 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
                 None => return,
                 Some(Ok(_)) => {}
                 Some(Err(IoFail::Timeout)) if first => {
-                    reject(&w, &mut client, &settings, 408, "client_timeout", out).await;
+                    reject(&w, &mut client, &settings, Outcome::ClientTimeout, out).await;
                     return;
                 }
                 Some(Err(_)) => return,
@@ -120,13 +120,20 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
                 Ok(None) => match client.fill_until(head_deadline).await {
                     Ok(_) => {}
                     Err(IoFail::Timeout) => {
-                        reject(&w, &mut client, &settings, 408, "client_timeout", out).await;
+                        reject(&w, &mut client, &settings, Outcome::ClientTimeout, out).await;
                         return;
                     }
                     Err(_) => return,
                 },
                 Err(e) => {
-                    reject(&w, &mut client, &settings, e.status(), e.reason(), out).await;
+                    reject(
+                        &w,
+                        &mut client,
+                        &settings,
+                        Outcome::malformed(e.reason()),
+                        out,
+                    )
+                    .await;
                     return;
                 }
             }
@@ -146,11 +153,10 @@ async fn reject(
     w: &Worker,
     client: &mut Conn,
     settings: &ServerSettings,
-    status: u16,
-    reason: &'static str,
+    outcome: Outcome,
     mut out: Vec<u8>,
 ) {
-    let resp = w.engine.reject_malformed(status, reason, None);
+    let resp = w.engine.reject_malformed(outcome, None);
     out.clear();
     gateway_bytes(&resp, false, false, false, &mut out);
     let _ = client.write_all(out, settings.idle_timeout).await;
@@ -228,7 +234,7 @@ async fn handle(
             .await
             .is_err()
     {
-        flow.finish(CLIENT_CLOSED, Some("client_aborted"));
+        flow.finish(CLIENT_CLOSED, Some(Outcome::ClientAborted));
         return false;
     }
 
@@ -274,7 +280,7 @@ async fn handle(
             Next::Forward { headers } => {
                 let Some((up, resp)) = got else {
                     // The engine only forwards responses; unreachable with a correct engine.
-                    let resp = flow.reject(502, "upstream_unavailable");
+                    let resp = flow.reject(Outcome::UpstreamUnavailable);
                     return respond(w, client, flow, resp, head, &dec, out, idle).await;
                 };
                 let fwd = Forwarding {
@@ -337,19 +343,19 @@ async fn client_failed(
     out: &mut Vec<u8>,
     idle: Duration,
 ) {
-    let (status, reason) = match f {
-        ClientFail::Bad => (400, "bad_request"),
-        ClientFail::Timeout => (408, "client_timeout"),
+    let reason = match f {
+        ClientFail::Bad => Outcome::BadRequest,
+        ClientFail::Timeout => Outcome::ClientTimeout,
         ClientFail::Gone => {
-            flow.finish(CLIENT_CLOSED, Some("client_aborted"));
+            flow.finish(CLIENT_CLOSED, Some(Outcome::ClientAborted));
             return;
         }
     };
     // One request, counted once under its route (not also under "-").
-    let resp = flow.reject(status, reason);
+    let resp = flow.reject(reason);
     out.clear();
     gateway_bytes(&resp, false, false, false, out);
-    flow.finish(status, None);
+    flow.finish(resp.status, None);
     let _ = send(client, out, idle).await;
 }
 
@@ -583,7 +589,7 @@ async fn forward(
     http::write_response_head(&resp, client_framing, &extra, out);
     let chunked_out = client_framing == BodyFraming::Chunked;
     let mut dec = BodyDecoder::new(framing);
-    let mut error: Option<&'static str> = None;
+    let mut error: Option<Outcome> = None;
     loop {
         while up.buffered() > 0 && !dec.is_done() {
             match dec.decode(up.data()) {
@@ -600,7 +606,7 @@ async fn forward(
                     }
                 }
                 Err(_) => {
-                    error = Some("upstream_body_truncated");
+                    error = Some(Outcome::UpstreamBodyTruncated);
                     break;
                 }
             }
@@ -615,14 +621,14 @@ async fn forward(
             break;
         }
         if !out.is_empty() && !send(client, out, idle).await {
-            error = Some("client_aborted");
+            error = Some(Outcome::ClientAborted);
             break;
         }
         match up.fill_within(idle).await {
             Ok(_) => {}
             Err(IoFail::Eof) if dec.finish_on_eof().is_ok() => break,
             Err(_) => {
-                error = Some("upstream_body_truncated");
+                error = Some(Outcome::UpstreamBodyTruncated);
                 break;
             }
         }
@@ -633,7 +639,7 @@ async fn forward(
     // As in `respond`: recorded before the last bytes (the end of the body, or the whole
     // response when it fit in one write) reach the client, so that metrics and the log never
     // lag behind what a client has seen.
-    let last = !out.is_empty() && error != Some("client_aborted");
+    let last = !out.is_empty() && error != Some(Outcome::ClientAborted);
     flow.finish(status, error);
     if last && !send(client, out, idle).await {
         return false;

@@ -1,8 +1,8 @@
 //! The admin API listener: a Pingora HTTP app that answers with `Engine::admin`.
 //!
 //! The engine implements every admin path (CONTRACT §4); this app only reads the request
-//! head, drains any body (so keep-alive stays in sync), writes the answer, and re-attaches
-//! the global store when a reload changed `[store]`.
+//! head, drains any body (so keep-alive stays in sync) and writes the answer (a reload
+//! re-attaches the global store inside the engine).
 
 use async_trait::async_trait;
 use pingora::apps::http_app::ServeHttp;
@@ -32,13 +32,10 @@ impl ServeHttp for AdminApp {
         let engine = self.engine.clone();
         // Reload reads and compiles a file: keep it off the event loop.
         let resp = tokio::task::spawn_blocking(move || {
-            let reload = method == "POST" && path == "/admin/reload";
-            let store_before = reload.then(|| engine.store_config());
             let resp = engine.admin(&method, &path);
-            if let Some(before) = store_before
-                && resp.status == 200
-            {
-                reattach_store(&engine, before);
+            // The engine re-attaches its store on reload itself; it only reports what it did.
+            for n in engine.take_notices() {
+                eprintln!("weir-pingora: {n}");
             }
             resp
         })
@@ -55,22 +52,5 @@ impl ServeHttp for AdminApp {
         b.header("content-length", resp.body.len().to_string())
             .body(resp.body)
             .unwrap_or_else(|_| http::Response::new(Vec::new()))
-    }
-}
-
-/// After a successful reload: a changed `[store]` section gets a new store (a removed one
-/// keeps the old store installed; no global route can use it any more) — as on
-/// weir-gateway.
-fn reattach_store(engine: &Engine, before: Option<weir_policy::StoreConfig>) {
-    let now = engine.store_config();
-    if now == before || now.is_none() {
-        return;
-    }
-    match weir_redis::attach(engine.clone()) {
-        Ok(_) => eprintln!("weir-pingora: [store] changed on reload: new store attached"),
-        Err(e) => eprintln!(
-            "weir-pingora: [store] changed on reload but the new store cannot start ({e}); \
-             the previous store keeps serving"
-        ),
     }
 }

@@ -43,7 +43,7 @@ use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use weir_http::{BodyDecoder, BodyFraming, Limits, RequestHead};
-use weir_policy::{Engine, GatewayResponse};
+use weir_policy::{Engine, GatewayResponse, Outcome};
 
 /// Marker the guard passes to the proxy (as the connection's user context, delivered by
 /// `ProxyHttp::on_connection_reuse`) when the request's chunked body, as far as it arrived
@@ -94,7 +94,7 @@ enum Stop {
     /// Close silently (EOF, I/O error, idle keep-alive connection, shutdown).
     Close,
     /// Answer with this status and reason, then close.
-    Reject(u16, &'static str),
+    Reject(Outcome),
 }
 
 impl<A> HeadGuard<A> {
@@ -153,7 +153,7 @@ impl<A> HeadGuard<A> {
             };
             match read {
                 Ok(Ok(n)) if n > 0 => {}
-                Err(_) if first => return Err(Stop::Reject(408, "client_timeout")),
+                Err(_) if first => return Err(Stop::Reject(Outcome::ClientTimeout)),
                 _ => return Err(Stop::Close),
             }
         }
@@ -170,18 +170,18 @@ impl<A> HeadGuard<A> {
                 Ok(None) => {
                     match tokio::time::timeout_at(until, stream.read_buf(buf)).await {
                         Ok(Ok(n)) if n > 0 => {}
-                        Err(_) => return Err(Stop::Reject(408, "client_timeout")),
+                        Err(_) => return Err(Stop::Reject(Outcome::ClientTimeout)),
                         // A head cut short by the client: nobody is left to answer.
                         _ => return Err(Stop::Close),
                     }
                 }
-                Err(e) => return Err(Stop::Reject(e.status(), e.reason())),
+                Err(e) => return Err(Stop::Reject(Outcome::malformed(e.reason()))),
             }
         }
     }
 
-    async fn reject(&self, mut stream: Stream, status: u16, reason: &'static str) {
-        let resp = self.engine.reject_malformed(status, reason, None);
+    async fn reject(&self, mut stream: Stream, outcome: Outcome) {
+        let resp = self.engine.reject_malformed(outcome, None);
         let out = response_bytes(&resp);
         let idle = self.engine.server().idle_timeout;
         let _ = tokio::time::timeout(idle, async {
@@ -251,8 +251,8 @@ where
             {
                 Ok(ok) => ok,
                 Err(Stop::Close) => return None,
-                Err(Stop::Reject(status, reason)) => {
-                    self.reject(stream, status, reason).await;
+                Err(Stop::Reject(outcome)) => {
+                    self.reject(stream, outcome).await;
                     return None;
                 }
             };

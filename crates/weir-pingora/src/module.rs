@@ -27,7 +27,7 @@ use pingora::proxy::{FailToProxy, Session};
 use pingora::{Error, ErrorSource, ErrorType, OrErr, RetryType};
 use weir_policy::{
     Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Headers, Next,
-    RequestInfo, Timer,
+    Outcome, RequestInfo, Timer,
 };
 
 use crate::server::{Inflight, InflightGuard};
@@ -86,7 +86,7 @@ struct CtxState {
     /// A response the engine made that `fail_to_proxy` must write.
     respond: Option<GatewayResponse>,
     /// For `Flow::finish`.
-    error: Option<&'static str>,
+    error: Option<Outcome>,
     /// [`HeadGuard`](crate::HeadGuard) found invalid chunk framing in the body bytes that
     /// came with the head: answer 400 after admission.
     body_rejected: bool,
@@ -220,12 +220,12 @@ impl Weir {
         let idle = self.engine.server().idle_timeout;
         session.as_downstream_mut().set_read_timeout(Some(idle));
         session.as_downstream_mut().set_write_timeout(Some(idle));
-        if let Some((status, reason)) = self.head_limits(session.req_header()) {
+        if let Some(outcome) = self.head_limits(session.req_header()) {
             // An HTTP-layer limit: the request is not understood, so no Flow (CONTRACT §3).
             session.set_keepalive(None);
             let id = session.req_header().headers.get("x-request-id");
             let id = id.and_then(|v| v.to_str().ok());
-            let resp = self.engine.reject_malformed(status, reason, id);
+            let resp = self.engine.reject_malformed(outcome, id);
             write_gateway_response(session, &resp).await?;
             return Ok(true);
         }
@@ -247,7 +247,7 @@ impl Weir {
             Admission::Proceed if ctx.body_rejected => {
                 // Invalid chunk framing seen by the HeadGuard: counted once, under the route.
                 session.set_keepalive(None);
-                Admission::Respond(flow.reject(400, "bad_request"))
+                Admission::Respond(flow.reject(Outcome::BadRequest))
             }
             a => a,
         };
@@ -278,11 +278,11 @@ impl Weir {
     /// `server.max_header_bytes` (431) and the 8 KiB request-line limit (414). Pingora's
     /// parser has its own, larger bound, so weir checks the parsed head against the config.
     /// The size counts the request line and each header line as sent (`name: value\r\n`).
-    fn head_limits(&self, req: &RequestHeader) -> Option<(u16, &'static str)> {
+    fn head_limits(&self, req: &RequestHeader) -> Option<Outcome> {
         const MAX_REQUEST_LINE: usize = 8 * 1024;
         let line = req.method.as_str().len() + 1 + req.raw_path().len() + " HTTP/1.1\r\n".len();
         if line > MAX_REQUEST_LINE {
-            return Some((414, "uri_too_long"));
+            return Some(Outcome::UriTooLong);
         }
         let headers: usize = req
             .headers
@@ -290,7 +290,7 @@ impl Weir {
             .map(|(k, v)| k.as_str().len() + v.len() + 4)
             .sum();
         (line + headers + 2 > self.engine.server().max_header_bytes)
-            .then_some((431, "headers_too_large"))
+            .then_some(Outcome::HeadersTooLarge)
     }
 
     /// `ProxyHttp::upstream_peer`: waits out the backoff the engine chose for a retry, then
@@ -475,8 +475,8 @@ impl Weir {
         if ctx.forwarded {
             if ctx.error.is_none() {
                 ctx.error = Some(match e.esource() {
-                    ErrorSource::Downstream => "client_closed",
-                    _ => "upstream_body_truncated",
+                    ErrorSource::Downstream => Outcome::ClientAborted,
+                    _ => Outcome::UpstreamBodyTruncated,
                 });
             }
             e.set_retry(false);
@@ -490,7 +490,7 @@ impl Weir {
         }
         if *e.esource() == ErrorSource::Downstream {
             // The client went away (or sent a bad body) while the attempt was in progress.
-            ctx.error.get_or_insert("client_closed");
+            ctx.error.get_or_insert(Outcome::ClientAborted);
             e.set_retry(false);
             return e;
         }
@@ -573,7 +573,7 @@ impl Weir {
             // upstream connection is dropped with an incomplete request, counted under the
             // route.
             if let Some(flow) = ctx.flow() {
-                let resp = flow.reject(400, "bad_request");
+                let resp = flow.reject(Outcome::BadRequest);
                 let ok = write_gateway_response(session, &resp).await.is_ok();
                 return FailToProxy {
                     error_code: if ok { resp.status } else { 0 },
@@ -582,7 +582,7 @@ impl Weir {
             }
         }
         if *e.esource() == ErrorSource::Downstream {
-            ctx.error.get_or_insert("client_closed");
+            ctx.error.get_or_insert(Outcome::ClientAborted);
             return FailToProxy {
                 error_code: 0,
                 can_reuse_downstream: false,
@@ -610,8 +610,8 @@ impl Weir {
             && let Some(e) = e
         {
             ctx.error = Some(match e.esource() {
-                ErrorSource::Downstream => "client_closed",
-                _ => "upstream_body_truncated",
+                ErrorSource::Downstream => Outcome::ClientAborted,
+                _ => Outcome::UpstreamBodyTruncated,
             });
         }
         if let Some(flow) = ctx.flow.take() {

@@ -7,6 +7,7 @@
 //! The record holds no request header at all (so never `Authorization` or cookies) and the
 //! path without its query string; the key is a digest.
 
+use crate::outcome::Outcome;
 use crate::policy::AccessLogTarget;
 use serde::Serialize;
 use std::io::Write;
@@ -34,7 +35,7 @@ pub(crate) struct Record {
     pub method: String,
     pub path: String,
     pub status: u16,
-    pub reason: Option<&'static str>,
+    pub reason: Option<Outcome>,
     pub key_digest: Option<String>,
     pub scope: Option<&'static str>,
     pub remaining: Option<u64>,
@@ -43,11 +44,11 @@ pub(crate) struct Record {
     pub duration_ms: u64,
     pub revision: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<&'static str>,
+    pub shadow: Option<Outcome>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratelimit: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<&'static str>,
+    pub error: Option<Outcome>,
 }
 
 enum Msg {

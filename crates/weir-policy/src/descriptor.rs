@@ -151,15 +151,11 @@ fn for_each_part(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::raw::{Dur, Mode, OnStoreError, Scope};
-    use crate::policy::Algorithm;
+    use crate::policy::{Mode, OnStoreError, Scope};
 
     fn rl(key: Vec<KeyPart>, deny: bool) -> RateLimitPolicy {
         RateLimitPolicy {
-            algorithm: Algorithm::FixedWindow {
-                limit: 1,
-                window: Dur(std::time::Duration::from_secs(1)),
-            },
+            limit: weir_core::Limit::fixed_window(1, weir_core::Nanos::from_secs(1)).unwrap(),
             key,
             deny_empty_key: deny,
             scope: Scope::Local,

@@ -1,20 +1,29 @@
 //! One request through the engine: admission, attempts, the final response, the record.
+//!
+//! [`Flow::admit`] is the sequence of the route's policy steps — rate limit
+//! ([`crate::ratelimit::service`]), concurrency ([`crate::concurrency::service`]), breaker
+//! ([`crate::breaker::service`]) — and [`Flow::on_attempt`] asks the retry step
+//! ([`crate::retry::service`]). The flow itself only carries the request's state between
+//! them and turns their answers into responses, metrics and the access-log record.
 
 use crate::accesslog::{AttemptRec, Record, now_rfc3339};
-use crate::concurrency::{Permit, Refused};
-use crate::config::raw::{Mode, OnStoreError, Scope};
+pub use crate::attempt::AttemptResult;
+use crate::concurrency::service::Permit;
 use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
-use crate::engine::{Inner, Live, RouteRuntime};
-use crate::policy::{UpstreamSettings, secs_ceil};
+use crate::dur::secs_ceil;
+use crate::outcome::Outcome;
+use crate::policy::{Mode, UpstreamSettings};
+use crate::ratelimit::service::{Checked, Store};
 use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
-use crate::store::{StoreError, StoreRequest, store_key};
+use crate::retry::service::RetryState;
+use crate::runtime::{Live, RouteRuntime, Shared};
 use crate::text::HeaderText;
-use crate::timer::{Either, Timer, select};
+use crate::timer::Timer;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use weir_core::{Deadline, Decision, Nanos, SplitMix64, Verdict};
+use weir_core::{Deadline, Nanos, SplitMix64, Ticket};
 
 /// What the frontend knows about a request when it starts.
 #[derive(Clone, Copy)]
@@ -57,37 +66,6 @@ pub struct Attempt {
     pub request_headers: Vec<(&'static str, HeaderText)>,
 }
 
-/// What an attempt produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptResult {
-    /// The response head arrived with this status.
-    Response {
-        /// Status as received.
-        status: u16,
-    },
-    /// The connection could not be made (refused, connect timeout).
-    ConnectFailure,
-    /// The connection was reset / closed before a response head.
-    Reset,
-    /// The upstream answered something that is not valid HTTP.
-    ProtocolError,
-    /// No response head within `per_try_timeout`.
-    PerTryTimeout,
-}
-
-impl AttemptResult {
-    fn label(&self) -> &'static str {
-        match self {
-            AttemptResult::Response { status } if *status >= 500 => "http_5xx",
-            AttemptResult::Response { .. } => "success",
-            AttemptResult::ConnectFailure => "connect_failure",
-            AttemptResult::Reset => "reset",
-            AttemptResult::ProtocolError => "protocol_error",
-            AttemptResult::PerTryTimeout => "timeout",
-        }
-    }
-}
-
 /// What to do after an attempt.
 #[derive(Debug)]
 pub enum Next {
@@ -105,36 +83,55 @@ pub enum Next {
     Respond(GatewayResponse),
 }
 
+/// The rate-limit step's part of a request.
+#[derive(Default)]
+struct RateState {
+    descriptor: Option<Descriptor>,
+    remaining: Option<u64>,
+    bypassed: bool,
+    /// Shadow mode: the first would-be rejection.
+    shadow: Option<Outcome>,
+    /// Headers for every response of this request (RateLimit fields, bypass marker).
+    headers: Vec<(&'static str, HeaderText)>,
+}
+
+/// The attempt in progress.
+struct AttemptState {
+    number: u32,
+    started: Nanos,
+    /// Its per-try timeout was cut by the total deadline.
+    capped: bool,
+}
+
+/// What only the access log needs.
+#[derive(Default)]
+struct LogState {
+    method: String,
+    path: String,
+    attempts: Vec<AttemptRec>,
+    queue_ns: Nanos,
+}
+
 /// One request in progress. `Send`; holds its config snapshot, permit and log fields.
 pub struct Flow {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
     live: Arc<Live>,
     route: Option<Arc<RouteRuntime>>,
     request_id: HeaderText,
-    method: String,
-    path: String,
     begin: Nanos,
     deadline: Deadline,
-    idempotent: bool,
-    replayable: bool,
-    descriptor: Option<Descriptor>,
-    early: Option<(u16, &'static str)>,
-    shadow: Option<&'static str>,
-    extra_headers: Vec<(&'static str, HeaderText)>,
-    remaining: Option<u64>,
-    bypassed: bool,
+    /// Decided before admission (no route, a key error).
+    early: Option<Outcome>,
+    rate: RateState,
     permit: Option<Permit>,
-    ticket: Option<crate::glue::Ticket>,
+    ticket: Option<Ticket>,
+    /// `None` without a route.
+    retry: Option<RetryState>,
+    attempt: AttemptState,
+    log: LogState,
     inflight: bool,
-    attempts: Vec<AttemptRec>,
-    attempt_no: u32,
-    attempt_started: Nanos,
-    attempt_capped: bool,
-    backoff_prev: Nanos,
-    queue_ns: Nanos,
-    outcome: Option<&'static str>,
+    outcome: Option<Outcome>,
     finished: bool,
-    rng: SplitMix64,
 }
 
 fn ns(d: Duration) -> Nanos {
@@ -142,63 +139,62 @@ fn ns(d: Duration) -> Nanos {
 }
 
 impl Flow {
-    pub(crate) fn begin(inner: Arc<Inner>, req: &RequestInfo<'_>) -> Flow {
-        let live = inner.live.load_full();
-        let now = inner.clock.now();
+    pub(crate) fn begin(shared: Arc<Shared>, req: &RequestInfo<'_>) -> Flow {
+        let live = shared.live.load_full();
+        let now = shared.clock.now();
         let path = req.path.split(['?', '#']).next().unwrap_or(req.path);
         // The method and path are kept only for the access-log record.
-        let log = inner.log.enabled();
+        let log = if shared.log.enabled() {
+            LogState {
+                method: req.method.to_string(),
+                path: path.to_string(),
+                ..LogState::default()
+            }
+        } else {
+            LogState::default()
+        };
         let request_id = req
             .headers
             .get("x-request-id")
             .and_then(acceptable_request_id)
             .map(str::to_string)
-            .unwrap_or_else(|| inner.new_request_id())
+            .unwrap_or_else(|| shared.new_request_id())
             .into();
-        let idx = live.set.route_for(req.method, path).map(|(i, _)| i);
-        let route = idx.map(|i| live.routes[i].clone());
-        let seq = inner.flows.fetch_add(1, Ordering::Relaxed);
+        let route = live
+            .set
+            .route_for(req.method, path)
+            .map(|(i, _)| live.routes[i].clone());
+        let seq = shared.flows.fetch_add(1, Ordering::Relaxed);
+        let rng = SplitMix64::new(shared.seed ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
         let mut f = Flow {
-            rng: SplitMix64::new(inner.seed ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D)),
-            inner,
+            shared,
             live,
             route: None,
             request_id,
-            method: if log {
-                req.method.to_string()
-            } else {
-                String::new()
-            },
-            path: if log { path.to_string() } else { String::new() },
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
-            idempotent: false,
-            replayable: false,
-            descriptor: None,
             early: None,
-            shadow: None,
-            extra_headers: Vec::new(),
-            remaining: None,
-            bypassed: false,
+            rate: RateState::default(),
             permit: None,
             ticket: None,
+            retry: None,
+            attempt: AttemptState {
+                number: 0,
+                started: now,
+                capped: false,
+            },
+            log,
             inflight: false,
-            attempts: Vec::new(),
-            attempt_no: 0,
-            attempt_started: now,
-            attempt_capped: false,
-            backoff_prev: Nanos::ZERO,
-            queue_ns: Nanos::ZERO,
             outcome: None,
             finished: false,
         };
         let Some(route) = route else {
-            f.early = Some((404, "no_route"));
+            f.early = Some(Outcome::NoRoute);
             return f;
         };
         let p = &route.policy;
         f.deadline = Deadline::new(now, ns(p.timeouts.total.0));
-        f.idempotent = p
+        let idempotent = p
             .retry
             .methods
             .iter()
@@ -207,7 +203,8 @@ impl Flow {
                 .headers
                 .get(&p.retry.idempotency_header)
                 .is_some_and(|v| !v.is_empty());
-        f.replayable = req.body_len.is_some_and(|n| n <= p.retry.max_replay_bytes);
+        let replayable = req.body_len.is_some_and(|n| n <= p.retry.max_replay_bytes);
+        f.retry = Some(route.retry.start(idempotent, replayable, rng));
         if let Some(rl) = &p.rate_limit {
             match descriptor::build(
                 rl,
@@ -215,19 +212,19 @@ impl Flow {
                 req.method,
                 req.headers,
                 req.client_ip,
-                f.inner.table_key,
+                f.shared.table_key,
             ) {
-                Ok(d) => f.descriptor = Some(d),
+                Ok(d) => f.rate.descriptor = Some(d),
                 Err(e) => {
-                    let (status, reason) = match e {
-                        DescriptorError::Empty => (403, "empty_key"),
-                        DescriptorError::TooLong => (400, "key_too_long"),
+                    let outcome = match e {
+                        DescriptorError::Empty => Outcome::EmptyKey,
+                        DescriptorError::TooLong => Outcome::KeyTooLong,
                     };
                     if rl.mode == Mode::Shadow {
-                        f.shadow = Some(reason);
+                        f.rate.shadow = Some(outcome);
                         route.metrics.shadow.inc();
                     } else {
-                        f.early = Some((status, reason));
+                        f.early = Some(outcome);
                     }
                 }
             }
@@ -256,7 +253,7 @@ impl Flow {
     }
 
     fn now(&self) -> Nanos {
-        self.inner.clock.now()
+        self.shared.clock.now()
     }
 
     fn instance(&self) -> &str {
@@ -266,14 +263,13 @@ impl Flow {
     /// A gateway error response with the flow's extra headers; records the outcome.
     fn reject_with(
         &mut self,
-        status: u16,
-        reason: &'static str,
+        outcome: Outcome,
         extra: &[(&str, serde_json::Value)],
     ) -> GatewayResponse {
-        self.outcome = Some(reason);
+        self.outcome = Some(outcome);
         let mut r = error_response(
-            status,
-            reason,
+            outcome.status(),
+            outcome.as_str(),
             self.route_id(),
             self.instance(),
             self.request_id.as_str(),
@@ -285,242 +281,169 @@ impl Flow {
 
     /// The flow's extra headers (RateLimit fields, bypass marker) for a response it makes.
     fn extra_headers_text(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
-        self.extra_headers.iter().map(|(k, v)| (*k, v.to_string()))
+        self.rate.headers.iter().map(|(k, v)| (*k, v.to_string()))
     }
 
     /// The fallback when configured, else the gateway error.
-    fn fallback_or(&mut self, status: u16, reason: &'static str) -> GatewayResponse {
+    fn fallback_or(&mut self, outcome: Outcome) -> GatewayResponse {
         let fb = self.route.as_ref().and_then(|r| r.policy.fallback.clone());
         match fb {
             Some(f) => {
-                self.outcome = Some("fallback");
-                let mut r =
-                    fallback_response(&f, reason, self.instance(), self.request_id.as_str());
+                self.outcome = Some(Outcome::Fallback);
+                let mut r = fallback_response(
+                    &f,
+                    outcome.as_str(),
+                    self.instance(),
+                    self.request_id.as_str(),
+                );
                 r.headers.extend(self.extra_headers_text());
                 r
             }
-            None => self.reject_with(status, reason, &[]),
+            None => self.reject_with(outcome, &[]),
         }
     }
 
-    fn count_shadow(&mut self, reason: &'static str) {
-        if self.shadow.is_none() {
-            self.shadow = Some(reason);
-        }
-        if let Some(r) = &self.route {
-            r.metrics.shadow.inc();
-        }
-    }
-
-    async fn store_acquire<T: Timer>(
-        &self,
-        timer: &T,
-        req: StoreRequest,
-    ) -> Result<Decision, StoreError> {
-        let Some(store) = self.inner.store.load_full() else {
-            return Err(StoreError("no global store installed".into()));
-        };
-        let timeout = self
-            .live
-            .set
-            .store
-            .as_ref()
-            .map_or(Duration::from_millis(100), |s| s.timeout);
-        let fut = store.acquire(req);
-        let sleep = core::pin::pin!(timer.sleep(timeout));
-        match select(fut, sleep).await {
-            Either::Left(r) => r,
-            Either::Right(()) => Err(StoreError(format!("timed out after {timeout:?}"))),
-        }
-    }
-
-    /// Rate limit (local or global) → leaky-bucket delay → concurrency (queue) → breaker.
+    /// The policy steps in order — rate limit (with any shaping delay), concurrency (with
+    /// its queue), breaker — each answering "go on" or the outcome to respond with.
     ///
-    /// Waits use `timer` and count against the total deadline. A leaky-bucket delay that
-    /// would end after the total deadline is answered at once with 429 `rate_limited`
-    /// (`Retry-After` = the delay): the request could not be served in its budget, and the
-    /// client learns when its turn would come, rather than waiting for a certain 504.
+    /// Waits use `timer` and count against the total deadline.
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
-        if let Some((status, reason)) = self.early {
-            return Admission::Respond(self.reject_with(status, reason, &[]));
+        if let Some(o) = self.early {
+            return Admission::Respond(self.reject_with(o, &[]));
         }
         let Some(route) = self.route.clone() else {
-            return Admission::Respond(self.reject_with(404, "no_route", &[]));
+            return Admission::Respond(self.reject_with(Outcome::NoRoute, &[]));
         };
-        let p = &route.policy;
-
-        // 1. Rate limit.
-        if let (Some(rl), Some(desc)) = (&p.rate_limit, self.descriptor) {
-            let shadow = rl.mode == Mode::Shadow;
-            let decision = match rl.scope {
-                Scope::Local => route.limiter.as_ref().map(|l| {
-                    let a = l.limiter.acquire(desc.table_hash, self.now(), 1);
-                    if a.overflow {
-                        route.metrics.overflow.inc();
-                    }
-                    a.decision
-                }),
-                Scope::Global => {
-                    let req = StoreRequest {
-                        key: store_key(&p.id, &desc.digest_hex()),
-                        route: p.id.clone(),
-                        limit: route
-                            .global
-                            .unwrap_or(crate::store::GlobalLimit::from(&rl.algorithm)),
-                        cost: 1,
-                    };
-                    match self.store_acquire(timer, req).await {
-                        Ok(d) => Some(d),
-                        Err(_) => match rl.on_store_error {
-                            OnStoreError::Deny if !shadow => {
-                                return Admission::Respond(self.reject_with(
-                                    503,
-                                    "ratelimit_store_unavailable",
-                                    &[],
-                                ));
-                            }
-                            OnStoreError::Deny => {
-                                self.count_shadow("ratelimit_store_unavailable");
-                                None
-                            }
-                            OnStoreError::Allow => {
-                                self.bypassed = true;
-                                self.extra_headers.push((
-                                    "x-weir-ratelimit",
-                                    HeaderText::from_static("bypassed"),
-                                ));
-                                route.metrics.bypassed.inc();
-                                None
-                            }
-                        },
-                    }
-                }
-            };
-            if let Some(d) = decision {
-                self.remaining = Some(d.remaining);
-                let now = self.now();
-                let over_budget =
-                    matches!(d.verdict, Verdict::Delay(dl) if dl > self.deadline.remaining(now));
-                let rejected = d.verdict == Verdict::Reject || over_budget;
-                let t = if d.verdict == Verdict::Reject {
-                    d.retry_after.as_secs_ceil().max(1)
-                } else if over_budget {
-                    d.delay().as_secs_ceil().max(1)
-                } else {
-                    d.reset_after.as_secs_ceil()
-                };
-                if let Some(pol) = &route.ratelimit_policy {
-                    self.extra_headers.push(("ratelimit-policy", pol.clone()));
-                    // `"<id>";r=<remaining>;t=<seconds>`, built without `format!` (hot path),
-                    // in a buffer of the exact size: the header map then takes it as is
-                    // (`Bytes` from a `Vec` with spare capacity allocates a header).
-                    let len = p.id.len() + "\"\";r=;t=".len() + dec_len(d.remaining) + dec_len(t);
-                    let mut v = String::with_capacity(len);
-                    v.push('"');
-                    v.push_str(&p.id);
-                    v.push_str("\";r=");
-                    push_u64(&mut v, d.remaining);
-                    v.push_str(";t=");
-                    push_u64(&mut v, t);
-                    self.extra_headers.push(("ratelimit", HeaderText::from(v)));
-                }
-                if rejected {
-                    if shadow {
-                        self.count_shadow("rate_limited");
-                    } else {
-                        let mut r =
-                            self.reject_with(429, "rate_limited", &[("retry_after", t.into())]);
-                        r.headers.push(("retry-after", t.to_string()));
-                        return Admission::Respond(r);
-                    }
-                } else if let Verdict::Delay(dl) = d.verdict
-                    && !shadow
-                {
-                    // Shaping: hold the request; the time counts against the deadline.
-                    timer.sleep(dl.into()).await;
-                }
-            }
+        let steps = async {
+            self.rate_limit(&route, timer).await?;
+            self.concurrency(&route, timer).await?;
+            self.breaker(&route)
+        };
+        if let Err(resp) = steps.await {
+            return Admission::Respond(resp);
         }
-
-        // 2. Concurrency.
-        if let (Some(c), Some(cs)) = (&p.concurrency, &route.concurrency) {
-            let start = self.now();
-            let remaining = self.deadline.remaining(start);
-            let qt = ns(c.queue_timeout.0);
-            let by_deadline = remaining < qt;
-            let wait = qt.min(remaining);
-            let res = cs
-                .state
-                .acquire(c.queue, wait.into(), by_deadline, timer)
-                .await;
-            self.queue_ns = self.now().saturating_sub(start);
-            match res {
-                Ok(permit) => self.permit = Some(permit),
-                Err(Refused::Full) => {
-                    return Admission::Respond(self.reject_with(503, "concurrency_limited", &[]));
-                }
-                Err(Refused::QueueTimeout) => {
-                    return Admission::Respond(self.reject_with(503, "queue_timeout", &[]));
-                }
-                Err(Refused::Deadline) => {
-                    return Admission::Respond(self.reject_with(504, "deadline_exceeded", &[]));
-                }
-            }
-        }
-
-        // 3. Breaker.
-        if let Some(b) = &route.breaker {
-            let now = self.now();
-            match b.core.allow(now) {
-                Ok(a) => {
-                    self.inner.breaker_transition(&route, b, a.transition, now);
-                    self.ticket = Some(a.ticket);
-                }
-                Err(r) => {
-                    self.inner.breaker_transition(&route, b, r.transition, now);
-                    self.permit = None;
-                    return Admission::Respond(self.fallback_or(503, "circuit_open"));
-                }
-            }
-        }
-
-        if let Some(bu) = &route.budget {
-            bu.core.deposit(self.now());
-        }
+        route.retry.deposit(self.now());
         self.inflight = true;
         route.metrics.inflight.inc();
         Admission::Proceed
     }
 
+    /// Step 1: the rate limit (local or global).
+    async fn rate_limit<T: Timer>(
+        &mut self,
+        route: &RouteRuntime,
+        timer: &T,
+    ) -> Result<(), GatewayResponse> {
+        let (Some(rl), Some(rt), Some(desc)) = (
+            &route.policy.rate_limit,
+            &route.rate_limit,
+            self.rate.descriptor,
+        ) else {
+            return Ok(());
+        };
+        let store = Store {
+            store: self.shared.store.load_full().map(|s| (*s).clone()),
+            timeout: self
+                .live
+                .set
+                .store
+                .as_ref()
+                .map_or(Duration::from_millis(100), |s| s.timeout),
+            clock: &*self.shared.clock,
+        };
+        let deadline = self.deadline;
+        let c: Checked = crate::ratelimit::service::check(
+            rl,
+            rt,
+            &route.policy.id,
+            (desc.table_hash, move || desc.digest_hex()),
+            store,
+            |now| deadline.remaining(now),
+            &route.metrics,
+            timer,
+        )
+        .await;
+        self.rate.remaining = c.remaining.or(self.rate.remaining);
+        self.rate.bypassed |= c.bypassed;
+        self.rate.headers.extend(c.headers);
+        if self.rate.shadow.is_none() {
+            self.rate.shadow = c.shadow;
+        }
+        match c.reject {
+            None => Ok(()),
+            Some((o, None)) => Err(self.reject_with(o, &[])),
+            Some((o, Some(t))) => {
+                let mut r = self.reject_with(o, &[("retry_after", t.into())]);
+                r.headers.push(("retry-after", t.to_string()));
+                Err(r)
+            }
+        }
+    }
+
+    /// Step 2: a concurrency permit (perhaps after queueing).
+    async fn concurrency<T: Timer>(
+        &mut self,
+        route: &RouteRuntime,
+        timer: &T,
+    ) -> Result<(), GatewayResponse> {
+        let (Some(c), Some(cs)) = (&route.policy.concurrency, &route.concurrency) else {
+            return Ok(());
+        };
+        let start = self.now();
+        let res = cs.admit(c, self.deadline.remaining(start), timer).await;
+        self.log.queue_ns = self.now().saturating_sub(start);
+        match res {
+            Ok(permit) => {
+                self.permit = Some(permit);
+                Ok(())
+            }
+            Err(o) => Err(self.reject_with(o, &[])),
+        }
+    }
+
+    /// Step 3 (and before every retry): a breaker ticket. An open breaker releases the
+    /// permit and answers with the fallback or `circuit_open`.
+    fn breaker(&mut self, route: &RouteRuntime) -> Result<(), GatewayResponse> {
+        let Some(b) = &route.breaker else {
+            return Ok(());
+        };
+        match b.admit(&route.metrics, self.now()) {
+            Ok(t) => {
+                self.ticket = Some(t);
+                Ok(())
+            }
+            Err(o) => {
+                self.permit = None;
+                Err(self.fallback_or(o))
+            }
+        }
+    }
+
     /// The next attempt, or the response to write when none may start (deadline spent).
     pub fn next_attempt(&mut self) -> Result<Attempt, GatewayResponse> {
         let Some(route) = self.route.clone() else {
-            return Err(self.reject_with(404, "no_route", &[]));
+            return Err(self.reject_with(Outcome::NoRoute, &[]));
         };
         let now = self.now();
         if self.deadline.expired(now) {
-            return Err(self.reject_with(504, "deadline_exceeded", &[]));
+            return Err(self.reject_with(Outcome::DeadlineExceeded, &[]));
         }
         // Every attempt is a call the breaker guards: a retry needs its own ticket.
         if let Some(b) = &route.breaker
             && self.ticket.is_none()
         {
-            match b.core.allow(now) {
-                Ok(a) => {
-                    self.inner.breaker_transition(&route, b, a.transition, now);
-                    self.ticket = Some(a.ticket);
-                }
-                Err(r) => {
-                    self.inner.breaker_transition(&route, b, r.transition, now);
-                    return Err(self.fallback_or(503, "circuit_open"));
-                }
+            match b.admit(&route.metrics, now) {
+                Ok(t) => self.ticket = Some(t),
+                Err(o) => return Err(self.fallback_or(o)),
             }
         }
         let cfg = ns(route.policy.timeouts.per_try.0);
         let per_try = self.deadline.per_try(now, cfg);
-        self.attempt_capped = self.deadline.remaining(now) <= cfg;
-        self.attempt_no += 1;
-        self.attempt_started = now;
+        self.attempt = AttemptState {
+            number: self.attempt.number + 1,
+            started: now,
+            capped: self.deadline.remaining(now) <= cfg,
+        };
         let eps = &route.upstream.endpoints;
         let endpoint = eps[route.rr.fetch_add(1, Ordering::Relaxed) % eps.len()];
         let per_try: Duration = per_try.into();
@@ -529,7 +452,7 @@ impl Flow {
             endpoint,
             connect_timeout: route.upstream.connect_timeout.min(per_try),
             per_try_timeout: per_try,
-            number: self.attempt_no,
+            number: self.attempt.number,
             request_headers: vec![
                 ("x-request-id", self.request_id.clone()),
                 (
@@ -544,16 +467,16 @@ impl Flow {
     /// decides: forward, retry after a backoff, or respond.
     pub fn on_attempt(&mut self, result: AttemptResult) -> Next {
         let Some(route) = self.route.clone() else {
-            return Next::Respond(self.reject_with(404, "no_route", &[]));
+            return Next::Respond(self.reject_with(Outcome::NoRoute, &[]));
         };
         let now = self.now();
-        let elapsed = now.saturating_sub(self.attempt_started);
-        let (status, error) = match result {
-            AttemptResult::Response { status } => (Some(status), None),
-            other => (None, Some(other.label())),
-        };
-        if self.inner.log.enabled() {
-            self.attempts.push(AttemptRec {
+        let elapsed = now.saturating_sub(self.attempt.started);
+        if self.shared.log.enabled() {
+            let (status, error) = match result {
+                AttemptResult::Response { status } => (Some(status), None),
+                other => (None, Some(other.label())),
+            };
+            self.log.attempts.push(AttemptRec {
                 status,
                 error,
                 ms: elapsed.as_millis(),
@@ -561,129 +484,105 @@ impl Flow {
         }
         route.metrics.attempt(result.label());
         if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
-            let t = b
-                .core
-                .record(ticket, now, elapsed, b.params.failure_on.matches(&result));
-            self.inner.breaker_transition(&route, b, t, now);
+            b.record(&route.metrics, ticket, now, elapsed, &result);
         }
 
-        if let Some(backoff) = self.may_retry(&route, &result, now) {
+        let p = &route.policy;
+        let retry = self.retry.as_mut().and_then(|st| {
+            route.retry.next(
+                &p.retry,
+                st,
+                &result,
+                self.attempt.number,
+                now,
+                &self.deadline,
+                ns(p.timeouts.min_try.0),
+                || route.breaker.as_ref().is_some_and(|b| b.is_open(now)),
+                &route.metrics,
+            )
+        });
+        if let Some(backoff) = retry {
             route.metrics.retries.inc();
             return Next::Retry {
                 backoff: backoff.into(),
             };
         }
-        match result {
+        let failed = match result {
             AttemptResult::Response { .. } => {
-                self.outcome = Some("proxied");
-                let mut headers = Vec::with_capacity(3 + self.extra_headers.len());
+                self.outcome = Some(Outcome::Proxied);
+                let mut headers = Vec::with_capacity(3 + self.rate.headers.len());
                 headers.extend([
-                    ("x-weir-attempts", HeaderText::from_count(self.attempt_no)),
+                    (
+                        "x-weir-attempts",
+                        HeaderText::from_count(self.attempt.number),
+                    ),
                     ("x-request-id", self.request_id.clone()),
                     ("x-weir-instance", self.live.instance.clone()),
                 ]);
-                headers.extend(self.extra_headers.iter().cloned());
-                Next::Forward { headers }
+                headers.extend(self.rate.headers.iter().cloned());
+                return Next::Forward { headers };
             }
             AttemptResult::ConnectFailure | AttemptResult::Reset | AttemptResult::ProtocolError => {
-                let mut r = self.fallback_or(502, "upstream_unavailable");
-                r.headers
-                    .push(("x-weir-attempts", self.attempt_no.to_string()));
-                Next::Respond(r)
+                self.fallback_or(Outcome::UpstreamUnavailable)
             }
             AttemptResult::PerTryTimeout => {
-                let reason = if self.attempt_capped || self.deadline.expired(now) {
-                    "deadline_exceeded"
+                let o = if self.attempt.capped || self.deadline.expired(now) {
+                    Outcome::DeadlineExceeded
                 } else {
-                    "per_try_timeout"
+                    Outcome::PerTryTimeout
                 };
-                let mut r = self.reject_with(504, reason, &[]);
-                r.headers
-                    .push(("x-weir-attempts", self.attempt_no.to_string()));
-                Next::Respond(r)
+                self.reject_with(o, &[])
             }
-        }
-    }
-
-    fn may_retry(
-        &mut self,
-        route: &RouteRuntime,
-        result: &AttemptResult,
-        now: Nanos,
-    ) -> Option<Nanos> {
-        let p = &route.policy;
-        let rt = &p.retry;
-        if !rt.on.matches(result)
-            || self.attempt_no >= rt.max_attempts
-            || !self.idempotent
-            || !self.replayable
-        {
-            return None;
-        }
-        let backoff = crate::glue::backoff_delay(
-            &route.backoff,
-            self.attempt_no,
-            self.backoff_prev,
-            &mut self.rng,
-        );
-        if !self
-            .deadline
-            .can_start_attempt(now, backoff, ns(p.timeouts.min_try.0))
-        {
-            return None;
-        }
-        if let Some(b) = &route.breaker
-            && b.core.state(now) == crate::glue::BreakerState::Open
-        {
-            return None;
-        }
-        if let Some(bu) = &route.budget
-            && !bu.core.try_withdraw(now)
-        {
-            route.metrics.budget_exhausted.inc();
-            return None;
-        }
-        self.backoff_prev = backoff;
-        Some(backoff)
+        };
+        let mut r = failed;
+        r.headers
+            .push(("x-weir-attempts", self.attempt.number.to_string()));
+        Next::Respond(r)
     }
 
     /// The frontend rejects this request itself after [`Engine::begin`](crate::Engine::begin)
-    /// — e.g. invalid chunk framing (400 `bad_request`) or a stalled request body
-    /// (408 `client_timeout`) found while reading the body. Builds the gateway response
-    /// (`x-weir-reason`, ids, the route's RateLimit fields, JSON body) and records `reason`
-    /// as the outcome, so the request counts once, under its route, when
-    /// [`finish`](Self::finish) is called. Use this instead of
+    /// — e.g. invalid chunk framing ([`Outcome::BadRequest`]) or a stalled request body
+    /// ([`Outcome::ClientTimeout`]) found while reading the body. Builds the gateway
+    /// response (status [`Outcome::status`], `x-weir-reason`, ids, the route's RateLimit
+    /// fields, JSON body) and records the outcome, so the request counts once, under its
+    /// route, when [`finish`](Self::finish) is called. Use this instead of
     /// [`Engine::reject_malformed`](crate::Engine::reject_malformed), which counts and logs a
     /// separate request under route `-`.
-    pub fn reject(&mut self, status: u16, reason: &'static str) -> GatewayResponse {
-        self.reject_with(status, reason, &[])
+    pub fn reject(&mut self, outcome: Outcome) -> GatewayResponse {
+        self.reject_with(outcome, &[])
     }
 
     /// The request body grew beyond the replay limit (or is being streamed): no retries.
     pub fn body_not_replayable(&mut self) {
-        self.replayable = false;
+        if let Some(r) = &mut self.retry {
+            r.replayable = false;
+        }
     }
 
     /// Called once when the response is complete (or the client went away): writes the
-    /// access-log record and the metrics. `error`: e.g. `Some("upstream_body_truncated")`.
+    /// access-log record and the metrics. `status` is what was written (0: nothing);
+    /// `error` is why the exchange ended early — [`Outcome::UpstreamBodyTruncated`] or
+    /// [`Outcome::ClientAborted`] (recorded with status 499 when nothing was written).
     /// Dropping a flow without `finish` records it as aborted.
-    pub fn finish(mut self, status: u16, error: Option<&'static str>) {
+    pub fn finish(mut self, status: u16, error: Option<Outcome>) {
         self.complete(status, error);
     }
 
-    fn complete(&mut self, status: u16, error: Option<&'static str>) {
+    fn complete(&mut self, status: u16, error: Option<Outcome>) {
         if self.finished {
             return;
         }
         self.finished = true;
         self.permit = None;
-        if let (Some(t), Some(b)) = (
-            self.ticket.take(),
-            self.route.as_ref().and_then(|r| r.breaker.as_ref()),
-        ) {
-            b.core.cancel(t);
+        let status = match (status, error) {
+            (0, Some(e @ Outcome::ClientAborted)) => e.status(),
+            _ => status,
+        };
+        let breaker = self.route.as_ref().and_then(|r| r.breaker.as_ref());
+        if let (Some(t), Some(b)) = (self.ticket.take(), breaker) {
+            b.cancel(t);
         }
-        let outcome = self.outcome.unwrap_or("aborted");
+        let outcome = self.outcome.unwrap_or(Outcome::Aborted);
         let now = self.now();
         let dur = now.saturating_sub(self.begin);
         match &self.route {
@@ -694,51 +593,40 @@ impl Flow {
                     r.metrics.inflight.dec();
                 }
             }
-            None => self.inner.metrics.count_request(self.route_id(), outcome),
+            None => self.shared.metrics.count_request(self.route_id(), outcome),
         }
         self.inflight = false;
-        if !self.inner.log.enabled() {
+        if !self.shared.log.enabled() {
             // No access log: the record (timestamp formatting, string copies) is not built.
             return;
         }
-        let route = self.route_id().to_string();
         let rl = self
             .route
             .as_ref()
             .and_then(|r| r.policy.rate_limit.as_ref());
-        let reason = match self.outcome {
-            Some("proxied") | None => None,
-            Some(o) => Some(o),
-        };
+        let log = core::mem::take(&mut self.log);
         let rec = Record {
             ts: now_rfc3339(),
             instance: self.instance().to_string(),
             // The flow ends here: its strings move into the record.
             request_id: self.request_id.to_string(),
-            route,
-            method: core::mem::take(&mut self.method),
-            path: core::mem::take(&mut self.path),
+            route: self.route_id().to_string(),
+            method: log.method,
+            path: log.path,
             status,
-            reason,
-            key_digest: self.descriptor.as_ref().map(Descriptor::digest_hex),
-            scope: rl.map(|r| match r.scope {
-                Scope::Local => "local",
-                Scope::Global => "global",
-            }),
-            remaining: self.remaining,
-            attempts: core::mem::take(&mut self.attempts),
-            queue_ms: self.queue_ns.as_millis(),
+            reason: self.outcome.filter(|o| *o != Outcome::Proxied),
+            key_digest: self.rate.descriptor.as_ref().map(Descriptor::digest_hex),
+            scope: rl.map(|r| r.scope.as_str()),
+            remaining: self.rate.remaining,
+            attempts: log.attempts,
+            queue_ms: log.queue_ns.as_millis(),
             duration_ms: dur.as_millis(),
             revision: self.live.revision,
-            shadow: self.shadow,
-            ratelimit: self.bypassed.then_some("bypassed"),
-            error: error.or(if self.outcome.is_none() {
-                Some("aborted")
-            } else {
-                None
-            }),
+            shadow: self.rate.shadow,
+            ratelimit: self.rate.bypassed.then_some("bypassed"),
+            error: error.or(self.outcome.is_none().then_some(Outcome::Aborted)),
         };
-        self.inner.log.write(&rec);
+        self.shared.log.write(&rec);
     }
 
     /// The secs-ceil helper for frontends writing their own `Retry-After`.
@@ -751,42 +639,7 @@ impl Flow {
 impl Drop for Flow {
     fn drop(&mut self) {
         if !self.finished {
-            self.complete(499, Some("aborted"));
-        }
-    }
-}
-
-/// The number of decimal digits of `n`.
-fn dec_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |l| l as usize + 1)
-}
-
-/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
-fn push_u64(s: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &b in &buf[i..] {
-        s.push(char::from(b));
-    }
-}
-
-#[cfg(test)]
-mod push_u64_tests {
-    #[test]
-    fn push_u64_matches_display() {
-        for n in [0u64, 7, 10, 99, 1000, 123_456_789, u64::MAX] {
-            let mut s = String::from("x");
-            super::push_u64(&mut s, n);
-            assert_eq!(s, format!("x{n}"));
-            assert_eq!(super::dec_len(n), n.to_string().len());
+            self.complete(499, Some(Outcome::Aborted));
         }
     }
 }

@@ -1,8 +1,9 @@
 //! # weir-policy
 //!
 //! One runtime-agnostic policy engine and config for every weir frontend (the monoio
-//! gateway and the Pingora module): everything of the contract's config, client-visible
-//! behaviour, admin API, metrics and access log that does not touch a socket.
+//! gateway and the Pingora module): everything of the config, client-visible
+//! behaviour, admin API, metrics and access log that does not touch a socket
+//! (docs/CONFIG.md and docs/HTTP.md are the user's reference).
 //!
 //! A frontend only translates: parse the request → [`Engine::begin`] →
 //! [`Flow::admit`] → loop { [`Flow::next_attempt`] → perform it → [`Flow::on_attempt`] }
@@ -56,34 +57,51 @@
 //! Time is the engine's clock ([`Engine::now`]); waits go through the frontend's
 //! [`Timer`]. Tests run whole scenarios on a `ManualClock` with a timer that advances it.
 
+// Leaves: no `use crate::` of their own beyond other leaves.
 mod accesslog;
-mod concurrency;
-pub mod config;
+mod attempt;
+mod check;
 mod descriptor;
-mod engine;
-mod flow;
-mod glue;
+mod dur;
 mod metrics;
-pub mod policy;
+mod outcome;
 mod response;
 mod store;
 mod text;
 mod timer;
 
-pub use config::ConfigError;
-pub use config::raw::{AlgorithmKind, Dur, Jitter, Mode, OnStoreError, Scope};
+// One folder per policy: `layer.rs` (config + compile step), `service.rs` (runtime +
+// per-request step), `mod.rs` re-exports only.
+pub(crate) mod breaker;
+pub(crate) mod concurrency;
+pub(crate) mod quota;
+pub(crate) mod ratelimit;
+pub(crate) mod retry;
+
+// Above the policies: the compiled set, the file compiler, the runtime, one request, the
+// engine.
+pub mod config;
+mod engine;
+mod flow;
+pub mod policy;
+mod runtime;
+
+pub use check::ConfigError;
 pub use descriptor::Headers;
-pub use engine::{Engine, Overrides};
+pub use dur::Dur;
+pub use engine::{Engine, Overrides, StoreFactory};
 pub use flow::{Admission, Attempt, AttemptResult, Flow, Next, RequestInfo};
 pub use metrics::FAMILIES;
+pub use outcome::Outcome;
 pub use policy::{
-    AccessLogTarget, PolicySet, RoutePolicy, ServerSettings, StoreConfig, UpstreamSettings,
+    AccessLogTarget, Mode, OnStoreError, PolicySet, RoutePolicy, Scope, ServerSettings,
+    StoreConfig, UpstreamSettings,
 };
 pub use response::{GatewayResponse, SimpleResponse};
-pub use store::{GlobalLimit, GlobalStore, StoreError, StoreRequest, store_key};
+pub use store::{GlobalStore, StoreError, StoreRequest, store_key};
 pub use text::HeaderText;
 pub use timer::Timer;
-pub use weir_core::{Decision, Nanos, Verdict};
+pub use weir_core::{Decision, Jitter, Limit, LimitKind, MAX_SLIDING_LOG_LIMIT, Nanos, Verdict};
 
 /// Polls a future to completion on the current thread (doc examples and tests; frontends
 /// use their runtime).
@@ -119,12 +137,16 @@ pub fn fuzz_config(data: &[u8]) {
             for r in &set.routes {
                 let total = weir_core::Nanos::from(r.timeouts.total.0);
                 if let Some(b) = &r.breaker {
-                    glue::breaker_config(b, total).expect("breaker accepted by the compiler");
+                    breaker::layer::breaker_config(b, total)
+                        .expect("breaker accepted by the compiler");
                 }
-                glue::budget_config(&r.retry.budget).expect("budget accepted by the compiler");
-                glue::backoff(&r.retry.backoff).expect("backoff accepted by the compiler");
+                retry::layer::budget_config(&r.retry.budget)
+                    .expect("budget accepted by the compiler");
+                retry::layer::backoff(&r.retry.backoff).expect("backoff accepted by the compiler");
                 if let Some(rl) = &r.rate_limit {
-                    glue::check_algorithm(&rl.algorithm).expect("limit accepted by the compiler");
+                    // The limit is a validated core config; its local table must build.
+                    ratelimit::local::keyed_limiter(&rl.limit, 1)
+                        .expect("limit accepted by the compiler");
                 }
                 assert!(r.timeouts.per_try <= r.timeouts.total);
                 assert!(set.upstream(&r.upstream).is_some());

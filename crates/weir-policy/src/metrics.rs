@@ -1,12 +1,13 @@
-//! The Prometheus registry with exactly the contract's families (CONTRACT §4).
+//! The Prometheus registry with exactly the documented families (docs/HTTP.md, "Metrics").
 //!
 //! `prometheus-client` renders OpenMetrics, where a counter family is named without its
-//! `_total` suffix. Scrapers and people grep for the contract's names, so [`Metrics::render`]
+//! `_total` suffix. Scrapers and people grep for the documented names, so [`Metrics::render`]
 //! emits the classic text format (0.0.4): `# TYPE weir_requests_total counter` followed by
 //! `weir_requests_total{...}` samples. Every family is registered at start-up, so its
 //! `# HELP`/`# TYPE` lines are there before the first event, and each configured route's
 //! label sets are touched so its zero-valued series exist too.
 
+use crate::outcome::Outcome;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -165,7 +166,7 @@ impl Metrics {
         let r = route(id);
         let _ = self.requests.get_or_create(&OutcomeL {
             route: id.to_string(),
-            outcome: "proxied".to_string(),
+            outcome: Outcome::Proxied.as_str().to_string(),
         });
         let _ = self.attempts.get_or_create(&ResultL {
             route: id.to_string(),
@@ -211,15 +212,15 @@ impl Metrics {
     pub(crate) fn touch_unrouted(&self) {
         let _ = self.requests.get_or_create(&OutcomeL {
             route: "-".to_string(),
-            outcome: "no_route".to_string(),
+            outcome: Outcome::NoRoute.as_str().to_string(),
         });
     }
 
-    pub(crate) fn count_request(&self, route: &str, outcome: &str) {
+    pub(crate) fn count_request(&self, route: &str, outcome: Outcome) {
         self.requests
             .get_or_create(&OutcomeL {
                 route: route.to_string(),
-                outcome: outcome.to_string(),
+                outcome: outcome.as_str().to_string(),
             })
             .inc();
     }
@@ -247,7 +248,7 @@ impl Metrics {
             out.push_str(rewritten.as_deref().unwrap_or(line));
             out.push('\n');
         }
-        // prometheus-client writes nothing for a family without series; the contract
+        // prometheus-client writes nothing for a family without series; docs/HTTP.md
         // wants every family's `# TYPE` line from start-up.
         for (name, help, kind) in DESCRIPTORS {
             if !out.contains(&format!("# TYPE {name} ")) {
@@ -268,30 +269,14 @@ pub(crate) const RESULTS: [&str; 6] = [
     "timeout",
 ];
 
-/// Request outcomes cached per route (others go through the family's lookup).
-const OUTCOMES: [&str; 15] = [
-    "proxied",
-    "fallback",
-    "aborted",
-    "rate_limited",
-    "empty_key",
-    "key_too_long",
-    "ratelimit_store_unavailable",
-    "concurrency_limited",
-    "queue_timeout",
-    "circuit_open",
-    "upstream_unavailable",
-    "deadline_exceeded",
-    "per_try_timeout",
-    "no_route",
-    "bad_request",
-];
-
 const STATES: [weir_core::BreakerState; 3] = [
     weir_core::BreakerState::Closed,
     weir_core::BreakerState::Open,
     weir_core::BreakerState::HalfOpen,
 ];
+
+/// Request outcomes cached per route: all of them.
+const OUTCOMES: usize = Outcome::ALL.len();
 
 /// One route's metric handles, resolved once per config revision so the request path
 /// never formats or allocates a label set. Handles share their series with the registry
@@ -308,7 +293,7 @@ pub(crate) struct RouteMetrics {
     pub inflight: Gauge,
     pub duration: Histogram,
     pub breaker_state: Option<Gauge>,
-    outcomes: [std::sync::OnceLock<Counter>; OUTCOMES.len()],
+    outcomes: [std::sync::OnceLock<Counter>; OUTCOMES],
     attempts: [std::sync::OnceLock<Counter>; RESULTS.len()],
     transitions: [std::sync::OnceLock<Counter>; 9],
 }
@@ -322,28 +307,18 @@ pub(crate) struct FamiliesRef {
 }
 
 impl RouteMetrics {
-    pub(crate) fn request(&self, outcome: &str) {
-        match OUTCOMES.iter().position(|o| *o == outcome) {
-            Some(i) => self.outcomes[i]
-                .get_or_init(|| {
-                    self.families
-                        .requests
-                        .get_or_create(&OutcomeL {
-                            route: self.id.clone(),
-                            outcome: outcome.to_string(),
-                        })
-                        .clone()
-                })
-                .inc(),
-            None => self
-                .families
-                .requests
-                .get_or_create(&OutcomeL {
-                    route: self.id.clone(),
-                    outcome: outcome.to_string(),
-                })
-                .inc(),
-        };
+    pub(crate) fn request(&self, outcome: Outcome) {
+        self.outcomes[outcome as usize]
+            .get_or_init(|| {
+                self.families
+                    .requests
+                    .get_or_create(&OutcomeL {
+                        route: self.id.clone(),
+                        outcome: outcome.as_str().to_string(),
+                    })
+                    .clone()
+            })
+            .inc();
     }
 
     pub(crate) fn attempt(&self, result: &'static str) {
@@ -432,7 +407,7 @@ const DESCRIPTORS: [(&str, &str, &str); 11] = [
     ),
 ];
 
-/// The families the contract requires, as exposed names (for tests and `--check`).
+/// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
 pub const FAMILIES: [&str; 11] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
@@ -475,7 +450,7 @@ mod tests {
     fn touched_series_render_with_contract_names() {
         let m = Metrics::new();
         let r = m.for_route("ok", true);
-        r.request("rate_limited");
+        r.request(Outcome::RateLimited);
         r.transition(
             weir_core::BreakerState::Closed,
             weir_core::BreakerState::Open,

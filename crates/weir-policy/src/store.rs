@@ -10,7 +10,7 @@
 
 use core::future::Future;
 use core::pin::Pin;
-use weir_core::{Decision, Nanos};
+use weir_core::{Decision, Limit};
 
 /// A shared rate-limit store: one limit for every gateway instance.
 pub trait GlobalStore: Send + Sync + 'static {
@@ -29,96 +29,11 @@ pub struct StoreRequest {
     pub key: String,
     /// Route id.
     pub route: String,
-    /// The limit and its numbers.
-    pub limit: GlobalLimit,
+    /// The route's limit, exactly as the config compiled it: the store applies the same
+    /// algorithm with the same numbers (and the same sliding-log cap) as a local table.
+    pub limit: Limit,
     /// Units to consume (1 per request).
     pub cost: u64,
-}
-
-/// The limit a store applies, with the same semantics as the core algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GlobalLimit {
-    /// GCRA token bucket.
-    TokenBucket {
-        /// Admissions per `per`.
-        rate: u64,
-        /// Period.
-        per: Nanos,
-        /// Bucket size.
-        burst: u64,
-    },
-    /// nginx-style leaky bucket.
-    LeakyBucket {
-        /// Admissions per `per`.
-        rate: u64,
-        /// Period.
-        per: Nanos,
-        /// Excess that may queue.
-        burst: u64,
-        /// Excess passed without delay.
-        delay: u64,
-        /// All excess passes without delay.
-        nodelay: bool,
-    },
-    /// Fixed window.
-    FixedWindow {
-        /// Admissions per window.
-        limit: u64,
-        /// Window.
-        window: Nanos,
-    },
-    /// Sliding window counter.
-    SlidingWindow {
-        /// Admissions per window.
-        limit: u64,
-        /// Window.
-        window: Nanos,
-    },
-    /// Exact sliding log.
-    SlidingLog {
-        /// Admissions per window.
-        limit: u64,
-        /// Window.
-        window: Nanos,
-    },
-}
-
-impl From<&crate::policy::Algorithm> for GlobalLimit {
-    fn from(a: &crate::policy::Algorithm) -> Self {
-        use crate::policy::Algorithm as A;
-        match *a {
-            A::TokenBucket { rate, per, burst } => GlobalLimit::TokenBucket {
-                rate,
-                per: per.0.into(),
-                burst,
-            },
-            A::LeakyBucket {
-                rate,
-                per,
-                burst,
-                delay,
-                nodelay,
-            } => GlobalLimit::LeakyBucket {
-                rate,
-                per: per.0.into(),
-                burst,
-                delay,
-                nodelay,
-            },
-            A::FixedWindow { limit, window } => GlobalLimit::FixedWindow {
-                limit,
-                window: window.0.into(),
-            },
-            A::SlidingWindow { limit, window } => GlobalLimit::SlidingWindow {
-                limit,
-                window: window.0.into(),
-            },
-            A::SlidingLog { limit, window } => GlobalLimit::SlidingLog {
-                limit,
-                window: window.0.into(),
-            },
-        }
-    }
 }
 
 /// The store could not answer (connection, protocol, script error...).

@@ -23,6 +23,14 @@ fn err(extra: &str) -> String {
     }
 }
 
+/// The error of `extra` starts with `prefix` (file, line, key).
+#[track_caller]
+fn err_starts(extra: &str, prefix: &str) -> String {
+    let e = err(extra);
+    assert!(e.starts_with(prefix), "{e}");
+    e
+}
+
 #[test]
 fn example_config_parses() {
     let text = include_str!("../../../examples/gateway.toml");
@@ -55,81 +63,69 @@ fn defaults_where_the_file_is_silent() {
 
 #[test]
 fn burst_zero_names_line_and_key() {
-    let e = err(
-        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nper = \"1s\"\nburst = 0\n",
-    );
     assert_eq!(
-        e,
+        err(
+            "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nper = \"1s\"\nburst = 0\n"
+        ),
         "gateway.toml:16: routes[0].rate_limit.burst: must be at least 1"
     );
 }
 
 #[test]
 fn rate_zero() {
-    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 0\n");
-    assert!(
-        e.starts_with("gateway.toml:14: routes[0].rate_limit.rate:"),
-        "{e}"
+    err_starts(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 0\n",
+        "gateway.toml:14: routes[0].rate_limit.rate:",
     );
 }
 
 #[test]
 fn unknown_key() {
-    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nbursty = 3\n");
-    assert!(
-        e.starts_with("gateway.toml:15: routes[0].rate_limit.bursty: unknown field"),
-        "{e}"
+    err_starts(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nbursty = 3\n",
+        "gateway.toml:15: routes[0].rate_limit.bursty: unknown field",
     );
 }
 
 #[test]
 fn unknown_top_level_key() {
-    let e = err("[srever]\nx = 1\n");
-    assert!(
-        e.starts_with("gateway.toml:12: srever: unknown field"),
-        "{e}"
+    err_starts(
+        "[srever]\nx = 1\n",
+        "gateway.toml:12: srever: unknown field",
     );
 }
 
 #[test]
 fn wrong_type() {
-    let e = err("[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = \"two\"\n");
-    assert!(
-        e.starts_with("gateway.toml:14: routes[0].rate_limit.rate:"),
-        "{e}"
+    err_starts(
+        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = \"two\"\n",
+        "gateway.toml:14: routes[0].rate_limit.rate:",
     );
 }
 
 #[test]
 fn duration_without_unit() {
-    let e = err("[routes.timeouts]\ntotal = 5\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].timeouts.total:"),
-        "{e}"
-    );
-    assert!(e.contains("no unit"), "{e}");
-    let e = err("[routes.timeouts]\ntotal = \"5\"\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].timeouts.total:"),
-        "{e}"
-    );
-    assert!(e.contains("no unit"), "{e}");
+    for total in ["5", "\"5\""] {
+        let e = err_starts(
+            &format!("[routes.timeouts]\ntotal = {total}\n"),
+            "gateway.toml:13: routes[0].timeouts.total:",
+        );
+        assert!(e.contains("no unit"), "{e}");
+    }
 }
 
 #[test]
 fn per_try_above_total() {
-    let e = err("[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"1s\"\n");
     assert_eq!(
-        e,
+        err("[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"1s\"\n"),
         "gateway.toml:14: routes[0].timeouts.per_try: per_try (1s) must not exceed total (500ms)"
     );
 }
 
 #[test]
 fn max_attempts_zero() {
-    let e = err("[routes.retry]\nmax_attempts = 0\n");
     assert_eq!(
-        e,
+        err("[routes.retry]\nmax_attempts = 0\n"),
         "gateway.toml:13: routes[0].retry.max_attempts: must be at least 1"
     );
 }
@@ -146,30 +142,25 @@ fn unknown_upstream() {
 
 #[test]
 fn unknown_algorithm() {
-    let e = err("[routes.rate_limit]\nalgorithm = \"magic\"\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].rate_limit.algorithm: unknown variant"),
-        "{e}"
+    err_starts(
+        "[routes.rate_limit]\nalgorithm = \"magic\"\n",
+        "gateway.toml:13: routes[0].rate_limit.algorithm: unknown variant",
     );
 }
 
 #[test]
 fn bad_key_part() {
-    let e = err(
+    err_starts(
         "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nkey = [\"route\", \"cookie:x\"]\n",
-    );
-    assert!(
-        e.starts_with("gateway.toml:15: routes[0].rate_limit.key[1]: bad key part"),
-        "{e}"
+        "gateway.toml:15: routes[0].rate_limit.key[1]: bad key part",
     );
 }
 
 #[test]
 fn bad_jitter() {
-    let e = err("[routes.retry]\nbackoff = { base = \"10ms\", jitter = \"lots\" }\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].retry.backoff.jitter: unknown variant"),
-        "{e}"
+    err_starts(
+        "[routes.retry]\nbackoff = { base = \"10ms\", jitter = \"lots\" }\n",
+        "gateway.toml:13: routes[0].retry.backoff.jitter: unknown variant",
     );
 }
 
@@ -185,15 +176,13 @@ fn bad_listen_address() {
 
 #[test]
 fn bad_retry_condition_and_status() {
-    let e = err("[routes.retry]\non = [\"503\", \"sometimes\"]\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].retry.on[1]:"),
-        "{e}"
+    err_starts(
+        "[routes.retry]\non = [\"503\", \"sometimes\"]\n",
+        "gateway.toml:13: routes[0].retry.on[1]:",
     );
-    let e = err("[routes.fallback]\nstatus = 99\n");
-    assert!(
-        e.starts_with("gateway.toml:13: routes[0].fallback.status:"),
-        "{e}"
+    err_starts(
+        "[routes.fallback]\nstatus = 99\n",
+        "gateway.toml:13: routes[0].fallback.status:",
     );
 }
 
@@ -207,12 +196,9 @@ fn global_scope_needs_store_and_windows_need_limit() {
     );
     let e = err("[routes.rate_limit]\nalgorithm = \"fixed_window\"\nwindow = \"1s\"\n");
     assert!(e.contains("routes[0].rate_limit.limit: missing"), "{e}");
-    let e = err(
+    err_starts(
         "[routes.rate_limit]\nalgorithm = \"fixed_window\"\nlimit = 3\nwindow = \"1s\"\nburst = 2\n",
-    );
-    assert!(
-        e.starts_with("gateway.toml:16: routes[0].rate_limit.burst: not used"),
-        "{e}"
+        "gateway.toml:16: routes[0].rate_limit.burst: not used",
     );
 }
 
@@ -235,10 +221,9 @@ fn missing_field_and_duplicates() {
 
 #[test]
 fn breaker_needs_a_trip_condition() {
-    let e = err("[routes.breaker]\nfailure_on = [\"5xx\"]\n");
-    assert!(
-        e.starts_with("gateway.toml:12: routes[0].breaker: needs a trip condition"),
-        "{e}"
+    err_starts(
+        "[routes.breaker]\nfailure_on = [\"5xx\"]\n",
+        "gateway.toml:12: routes[0].breaker: needs a trip condition",
     );
 }
 

@@ -515,7 +515,7 @@ fn ids_instance_and_no_route() {
         s.metrics()
             .contains("weir_requests_total{route=\"-\",outcome=\"no_route\"} 1")
     );
-    let r = s.engine.reject_malformed(431, "headers_too_large", None);
+    let r = s.engine.reject_malformed(Outcome::HeadersTooLarge, None);
     assert_eq!(r.status, 431);
     assert_eq!(r.header("x-weir-reason"), Some("headers_too_large"));
 }
@@ -651,8 +651,35 @@ burst = 2
 key = ["route"]
 "#;
 
+/// The one sliding-log cap (`weir_core::MAX_SLIDING_LOG_LIMIT`) holds for local routes
+/// too: a log of 2000 events (above the 1024-entry local ring) is exact, and 32769 is an
+/// error naming the key.
 #[test]
+fn local_sliding_log_up_to_the_one_cap() {
+    let route = |limit: u64| {
+        format!(
+            "[[routes]]\nid = \"log\"\nmatch = {{ path_prefix = \"/log\" }}\nupstream = \"blue\"\n[routes.rate_limit]\nalgorithm = \"sliding_log\"\nlimit = {limit}\nwindow = \"60s\"\n"
+        )
+    };
+    let s = sim(&cfg(&route(2000)));
+    for i in 0..2000 {
+        let o = s.run("GET", "/log", &[], |_| Up::Status(200, 0));
+        assert_eq!(o.status, 200, "event {i}");
+    }
+    assert_eq!(
+        s.run("GET", "/log", &[], |_| Up::Status(200, 0)).status,
+        429
+    );
+    let e = weir_policy::config::parse(&cfg(&route(MAX_SLIDING_LOG_LIMIT + 1)), "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("routes[0].rate_limit.limit: sliding_log keeps every event: at most 32768"),
+        "{e}"
+    );
+}
 
+#[test]
 fn replicas_multiply_local_limits() {
     let a = sim(&cfg(LOCAL_OK));
     let b = a.replica(&cfg(LOCAL_OK));
@@ -751,6 +778,23 @@ impl Timer for ClockTimer {
             clock: self.0.clone(),
             until: self.0.now() + Nanos::from(d),
         }
+    }
+}
+
+/// Admits `flow` on the first poll, or panics.
+fn admitted_now(flow: &mut Flow, timer: &ClockTimer) {
+    assert!(proceeds(poll_once(pin!(flow.admit(timer)))));
+}
+
+fn proceeds(p: Poll<Admission>) -> bool {
+    matches!(p, Poll::Ready(Admission::Proceed))
+}
+
+/// The response of an admission that is ready and refused, or a panic naming `who`.
+fn refused(p: Poll<Admission>, who: &str) -> GatewayResponse {
+    match p {
+        Poll::Ready(Admission::Respond(r)) => r,
+        other => panic!("{who}: {:?}", other.map(|_| ())),
     }
 }
 
@@ -895,10 +939,7 @@ fn concurrency_queue_full_timeout_and_handoff() {
 
     // A holds the only permit.
     let mut a = begin(&s, "/q", &[]);
-    assert!(matches!(
-        poll_once(pin!(a.admit(&timer))),
-        Poll::Ready(Admission::Proceed)
-    ));
+    admitted_now(&mut a, &timer);
     // B waits in the queue (length 1).
     let mut b = begin(&s, "/q", &[]);
     let mut c = begin(&s, "/q", &[]);
@@ -906,20 +947,13 @@ fn concurrency_queue_full_timeout_and_handoff() {
         let mut fb = Box::pin(b.admit(&timer));
         assert!(poll_once(fb.as_mut()).is_pending(), "B queued");
         // C: permit taken and queue full -> 503 concurrency_limited, at once.
-        match poll_once(pin!(c.admit(&timer))) {
-            Poll::Ready(Admission::Respond(r)) => {
-                assert_eq!((r.status, reason(&r)), (503, Some("concurrency_limited")));
-            }
-            other => panic!("C: {:?}", other.map(|_| ())),
-        }
+        let r = refused(poll_once(pin!(c.admit(&timer))), "C");
+        assert_eq!((r.status, reason(&r)), (503, Some("concurrency_limited")));
         // A finishes after 30 ms: its permit goes to B, which proceeds.
         s.clock.advance(Nanos::from_millis(30));
         proxy_ok(&mut a);
         a.finish(200, None);
-        assert!(matches!(
-            poll_once(fb.as_mut()),
-            Poll::Ready(Admission::Proceed)
-        ));
+        assert!(proceeds(poll_once(fb.as_mut())));
     }
     c.finish(503, None);
 
@@ -931,12 +965,8 @@ fn concurrency_queue_full_timeout_and_handoff() {
         s.clock.advance(Nanos::from_millis(99));
         assert!(poll_once(fd.as_mut()).is_pending());
         s.clock.advance(Nanos::from_millis(1));
-        match poll_once(fd.as_mut()) {
-            Poll::Ready(Admission::Respond(r)) => {
-                assert_eq!((r.status, reason(&r)), (503, Some("queue_timeout")));
-            }
-            other => panic!("D: {:?}", other.map(|_| ())),
-        }
+        let r = refused(poll_once(fd.as_mut()), "D");
+        assert_eq!((r.status, reason(&r)), (503, Some("queue_timeout")));
     }
     d.finish(503, None);
     proxy_ok(&mut b);
@@ -944,21 +974,14 @@ fn concurrency_queue_full_timeout_and_handoff() {
 
     // A wait cut by the route's total budget (50 ms < queue_timeout) is a 504.
     let mut e = begin(&s, "/deadline", &[]);
-    assert!(matches!(
-        poll_once(pin!(e.admit(&timer))),
-        Poll::Ready(Admission::Proceed)
-    ));
+    admitted_now(&mut e, &timer);
     let mut f = begin(&s, "/deadline", &[]);
     {
         let mut ff = Box::pin(f.admit(&timer));
         assert!(poll_once(ff.as_mut()).is_pending());
         s.clock.advance(Nanos::from_millis(50));
-        match poll_once(ff.as_mut()) {
-            Poll::Ready(Admission::Respond(r)) => {
-                assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
-            }
-            other => panic!("F: {:?}", other.map(|_| ())),
-        }
+        let r = refused(poll_once(ff.as_mut()), "F");
+        assert_eq!((r.status, reason(&r)), (504, Some("deadline_exceeded")));
     }
     f.finish(504, None);
     // E's own 50 ms are spent too: no attempt starts.
@@ -983,10 +1006,7 @@ fn a_dropped_waiter_passes_the_permit_on() {
     let s = sim(&cfg(&QUEUED.replace("queue = 1\n", "queue = 2\n")));
     let timer = ClockTimer(s.clock.clone());
     let mut a = begin(&s, "/q", &[]);
-    assert!(matches!(
-        poll_once(pin!(a.admit(&timer))),
-        Poll::Ready(Admission::Proceed)
-    ));
+    admitted_now(&mut a, &timer);
     let mut b = begin(&s, "/q", &[]);
     let mut c = begin(&s, "/q", &[]);
     let mut fb = Box::pin(b.admit(&timer));
@@ -996,10 +1016,7 @@ fn a_dropped_waiter_passes_the_permit_on() {
     a.finish(200, None);
     // B's client goes away before it is polled again: the wakeup must reach C.
     drop(fb);
-    assert!(matches!(
-        poll_once(fc.as_mut()),
-        Poll::Ready(Admission::Proceed)
-    ));
+    assert!(proceeds(poll_once(fc.as_mut())));
 }
 
 const OVERFLOW: &str = r#"
@@ -1213,13 +1230,13 @@ fn frontend_rejection_after_begin_counts_once_under_the_route() {
     assert!(matches!(__block_on(flow.admit(&timer)), Admission::Proceed));
     flow.next_attempt().expect("attempt");
     // The request body's chunk framing turns out invalid while it streams.
-    let r = flow.reject(400, "bad_request");
+    let r = flow.reject(Outcome::BadRequest);
     assert_eq!(r.status, 400);
     assert_eq!(reason(&r), Some("bad_request"));
     assert_eq!(r.header("x-request-id"), Some("bad-body-1"));
     assert_eq!(r.header("x-weir-instance"), Some("gw-a"));
     assert!(String::from_utf8_lossy(&r.body).contains("\"route\":\"flaky\""));
-    flow.finish(400, Some("bad_request"));
+    flow.finish(400, Some(Outcome::BadRequest));
     let m = s.metrics();
     assert!(
         m.contains("weir_requests_total{route=\"flaky\",outcome=\"bad_request\"} 1"),

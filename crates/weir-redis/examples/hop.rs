@@ -5,9 +5,12 @@
 //!
 //! `cargo run --release -p weir-redis --example hop` (needs `redis-server` on PATH).
 
-use std::process::{Command, Stdio};
+// The tests' redis-server child and runtime-free executor.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{Server, block_on};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,58 +21,15 @@ const CALLS: usize = 2_000;
 const PARALLEL: usize = 8;
 const ROUNDS: usize = 5;
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    struct Unpark(thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park();
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 fn main() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server on PATH");
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        thread::sleep(Duration::from_millis(20));
-    }
-    let url = format!("redis://127.0.0.1:{port}/0");
-    let limit = Limit::TokenBucket {
-        rate: 1_000_000,
-        per: Nanos::from_secs(1),
-        burst: 1_000_000,
-    };
+    let srv = Server::start().expect("redis-server on PATH");
+    let url = srv.url();
+    let limit = Limit::token_bucket(1_000_000, Nanos::from_secs(1), 1_000_000).unwrap();
     let store = RedisStore::start(RedisSettings {
         url: url.clone(),
         timeout: Duration::from_secs(1),
@@ -159,6 +119,5 @@ fn main() {
     println!("| RedisStore (client thread, any executor) | {sl:.1} | {st:.0} |");
     println!("| same script, direct on a tokio runtime | {dl:.1} | {dt:.0} |");
     println!("| ratio store / direct | {:.2} | {:.2} |", sl / dl, st / dt);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(srv);
 }

@@ -1,6 +1,6 @@
 //! # weir-redis — one limit across gateway instances, on Redis
 //!
-//! Two replicas with a local bucket of 2 admit 4 (seeds 000, 002). A [`RedisStore`] makes
+//! Two replicas with a local bucket of 2 admit 4. A [`RedisStore`] makes
 //! every instance consume from one counter per descriptor in Redis instead:
 //!
 //! * **Same algorithms as the core, on the server's clock.** Each decision is one atomic
@@ -49,125 +49,44 @@ use weir_core::{Clock, Decision, Nanos, StdClock, Verdict};
 
 pub mod scripts;
 
-/// A limit evaluated in Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// GCRA / token bucket: `rate` per `per`, capacity `burst`.
-    TokenBucket {
-        /// Admissions per `per`.
-        rate: u64,
-        /// The period.
-        per: Nanos,
-        /// Capacity.
-        burst: u64,
-    },
-    /// Fixed window of `window` admitting `limit`.
-    FixedWindow {
-        /// Units per window.
-        limit: u64,
-        /// Window length.
-        window: Nanos,
-    },
-    /// Sliding-window counter (weighted previous window).
-    SlidingWindow {
-        /// Units per window.
-        limit: u64,
-        /// Window length.
-        window: Nanos,
-    },
-    /// Leaky bucket with nginx `limit_req` semantics.
-    LeakyBucket {
-        /// Requests per `per`.
-        rate: u64,
-        /// The period.
-        per: Nanos,
-        /// Excess requests accepted (queued).
-        burst: u64,
-        /// Excess passed without delay.
-        delay: u64,
-        /// Pass all accepted excess at once.
-        nodelay: bool,
-    },
-    /// Exact sliding log (a sorted set of instants; `limit` ≤ [`MAX_LOG_LIMIT`]).
-    SlidingLog {
-        /// Units per window.
-        limit: u64,
-        /// Window length.
-        window: Nanos,
-    },
-}
-
-/// Largest `limit` of a global sliding log: each admitted unit is a sorted-set member.
-pub const MAX_LOG_LIMIT: u64 = 100_000;
+/// The limit a store call applies: the engine's own [`weir_core::Limit`] (one type for the
+/// config, the local tables and Redis), so the scripts run the very numbers the config
+/// compiled. Sliding logs are bounded by [`weir_core::MAX_SLIDING_LOG_LIMIT`] everywhere.
+pub use weir_core::Limit;
+use weir_core::LimitKind;
 
 /// 2^53: integers below this are exact in Redis' Lua numbers.
 const LUA_EXACT: u128 = 1 << 53;
 
-impl Limit {
-    /// Checks that the limit can be evaluated exactly by the scripts: whole microseconds,
-    /// non-zero parameters, and every intermediate below 2^53.
-    pub fn validate(&self) -> Result<(), StoreError> {
-        let bad = |m: &str| Err(StoreError::config(m));
-        match *self {
-            Limit::TokenBucket { rate, per, burst } => {
-                let per_us = per.as_u64() / 1_000;
-                if rate == 0 || burst == 0 || per_us == 0 {
-                    return bad("token bucket needs rate, burst and per (>= 1us) above zero");
-                }
-                if u128::from(burst) * u128::from(per_us) >= LUA_EXACT
-                    || u128::from(rate) * u128::from(per_us) >= LUA_EXACT
-                {
-                    return bad(
-                        "token bucket too large for exact evaluation in Redis (burst x per_us >= 2^53)",
-                    );
-                }
-            }
-            Limit::LeakyBucket {
-                rate, per, burst, ..
-            } => {
-                let per_us = per.as_u64() / 1_000;
-                if rate == 0 || per_us == 0 {
-                    return bad("leaky bucket needs rate and per (>= 1us) above zero");
-                }
-                if (u128::from(burst) + 2) * u128::from(per_us) >= LUA_EXACT
-                    || u128::from(rate) * u128::from(per_us) >= LUA_EXACT
-                {
-                    return bad(
-                        "leaky bucket too large for exact evaluation in Redis ((burst + 2) x per_us >= 2^53)",
-                    );
-                }
-            }
-            Limit::SlidingLog { limit, window }
-                if limit > MAX_LOG_LIMIT || window.as_u64() < 1_000 || limit == 0 =>
-            {
-                return bad("sliding log needs 1 <= limit <= 100000 and window >= 1us");
-            }
-            Limit::FixedWindow { limit, window }
-            | Limit::SlidingWindow { limit, window }
-            | Limit::SlidingLog { limit, window } => {
-                let win_us = window.as_u64() / 1_000;
-                if limit == 0 || win_us == 0 {
-                    return bad("window needs limit and window (>= 1us) above zero");
-                }
-                if u128::from(limit) * u128::from(win_us) >= LUA_EXACT {
-                    return bad(
-                        "window too large for exact evaluation in Redis (limit x window_us >= 2^53)",
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
+/// Whole microseconds of `n` (the scripts' unit).
+fn us(n: Nanos) -> u64 {
+    n.as_u64() / 1_000
+}
 
-    fn capacity(&self) -> u64 {
-        match *self {
-            Limit::TokenBucket { burst, .. } => burst,
-            Limit::LeakyBucket { burst, .. } => burst.saturating_add(1),
-            Limit::FixedWindow { limit, .. }
-            | Limit::SlidingWindow { limit, .. }
-            | Limit::SlidingLog { limit, .. } => limit,
-        }
+/// Checks that `limit` can be evaluated exactly by the scripts: periods of at least 1 µs
+/// and every intermediate below 2^53. (The limit itself is valid by construction.)
+pub fn check_exact(limit: &Limit) -> Result<(), StoreError> {
+    let (q, period) = limit.quota_window();
+    let p = u128::from(us(period));
+    if p == 0 {
+        return Err(StoreError::config(&format!(
+            "{} needs a period of at least 1us",
+            limit.kind().as_str()
+        )));
     }
+    // The largest level a script keeps, in units of 1/period_us.
+    let top = match limit {
+        Limit::TokenBucket(c) => u128::from(c.burst()),
+        Limit::LeakyBucket(c) => u128::from(c.burst()) + 2,
+        _ => u128::from(q),
+    };
+    if top * p >= LUA_EXACT || u128::from(q) * p >= LUA_EXACT {
+        return Err(StoreError::config(&format!(
+            "{} too large for exact evaluation in Redis (capacity x period_us >= 2^53)",
+            limit.kind().as_str()
+        )));
+    }
+    Ok(())
 }
 
 /// Why the store could not answer. Never a rate-limit denial.
@@ -230,20 +149,11 @@ pub struct RedisSettings {
 }
 
 struct Job {
-    script: Which,
+    script: LimitKind,
     key: String,
     args: [u64; 6],
     nargs: usize,
     reply: oneshot::Sender<Result<[u64; 5], StoreError>>,
-}
-
-#[derive(Clone, Copy)]
-enum Which {
-    TokenBucket,
-    FixedWindow,
-    SlidingWindow,
-    LeakyBucket,
-    SlidingLog,
 }
 
 #[derive(Debug)]
@@ -347,48 +257,43 @@ impl RedisStore {
     }
 
     fn prepare(&self, key: &str, limit: &Limit, cost: u64) -> Prepared {
-        if let Err(e) = limit.validate() {
+        if let Err(e) = check_exact(limit) {
             return Prepared::Done(Err(e));
         }
         if cost > limit.capacity() {
             return Prepared::Done(Err(StoreError::config("cost exceeds the limit's capacity")));
         }
-        let ms = |n: Nanos| n.as_u64() / 1_000;
-        let (which, args, nargs): (Which, [u64; 6], usize) = match *limit {
-            Limit::TokenBucket { rate, per, burst } => {
+        // ARGV of each script (see `scripts`): the limit's numbers, then the cost.
+        let (args, nargs): ([u64; 6], usize) = match *limit {
+            Limit::TokenBucket(c) => {
                 if self.inner.lease > 0
                     && let Some(d) = self.inner.spend_lease(key, cost)
                 {
                     return Prepared::Done(Ok(d));
                 }
-                let want = cost.max(self.inner.lease).min(burst);
-                (Which::TokenBucket, [rate, ms(per), burst, cost, want, 0], 5)
+                let want = cost.max(self.inner.lease).min(c.burst());
+                ([c.rate(), us(c.per()), c.burst(), cost, want, 0], 5)
             }
-            Limit::FixedWindow { limit, window } => {
-                (Which::FixedWindow, [limit, ms(window), cost, 0, 0, 0], 3)
-            }
-            Limit::SlidingWindow { limit, window } => {
-                (Which::SlidingWindow, [limit, ms(window), cost, 0, 0, 0], 3)
-            }
-            Limit::SlidingLog { limit, window } => {
-                (Which::SlidingLog, [limit, ms(window), cost, 0, 0, 0], 3)
-            }
-            Limit::LeakyBucket {
-                rate,
-                per,
-                burst,
-                delay,
-                nodelay,
-            } => (
-                Which::LeakyBucket,
-                [rate, ms(per), burst, delay, u64::from(nodelay), cost],
+            Limit::LeakyBucket(c) => (
+                [
+                    c.rate(),
+                    us(c.per()),
+                    c.burst(),
+                    c.delay(),
+                    u64::from(c.nodelay()),
+                    cost,
+                ],
                 6,
             ),
+            _ => {
+                let (q, window) = limit.quota_window();
+                ([q, us(window), cost, 0, 0, 0], 3)
+            }
         };
         let (reply, rx) = oneshot::channel();
         Prepared::Send(
             Job {
-                script: which,
+                script: limit.kind(),
                 key: key.to_owned(),
                 args,
                 nargs,
@@ -431,14 +336,14 @@ impl Inner {
         let [allowed, taken, remaining, retry_us, reset_us] = out;
         let mut extra = 0;
         if allowed == 1
-            && let Limit::TokenBucket { rate, per, .. } = *limit
+            && let Limit::TokenBucket(c) = *limit
             && self.lease > 0
             && taken > cost
         {
             extra = taken - cost;
             // The refill horizon of `p` tokens, at least a second (see the crate docs).
             let ttl = Nanos(
-                ((u128::from(per.as_u64()) * u128::from(self.lease)) / u128::from(rate))
+                ((u128::from(c.per().as_u64()) * u128::from(self.lease)) / u128::from(c.rate()))
                     .min(u128::from(u64::MAX)) as u64,
             )
             .max(LEASE_MIN_TTL);
@@ -467,9 +372,7 @@ impl Inner {
             }
         }
         let verdict = match (allowed, limit) {
-            (1, Limit::LeakyBucket { .. }) if taken > 0 => {
-                Verdict::Delay(Nanos::from_micros(taken))
-            }
+            (1, Limit::LeakyBucket(_)) if taken > 0 => Verdict::Delay(Nanos::from_micros(taken)),
             (1, _) => Verdict::Admit,
             _ => Verdict::Reject,
         };
@@ -494,13 +397,7 @@ fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, ti
         Ok(rt) => rt,
         Err(_) => return, // every request then fails with "client thread stopped"
     };
-    let scripts = Arc::new([
-        redis::Script::new(scripts::TOKEN_BUCKET),
-        redis::Script::new(scripts::FIXED_WINDOW),
-        redis::Script::new(scripts::SLIDING_WINDOW),
-        redis::Script::new(scripts::LEAKY_BUCKET),
-        redis::Script::new(scripts::SLIDING_LOG),
-    ]);
+    let scripts = Arc::new(LimitKind::ALL.map(|k| redis::Script::new(scripts::for_kind(k))));
     let conn: Arc<tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>> =
         Arc::new(tokio::sync::Mutex::new(None));
     rt.block_on(async move {
@@ -550,7 +447,7 @@ async fn run_job(
     };
     let script = &scripts[job.script as usize];
     let mut inv = script.key(&job.key);
-    if let Which::SlidingLog = job.script {
+    if job.script == LimitKind::SlidingLog {
         inv.key(format!("{}:seq", job.key));
     }
     for a in &job.args[..job.nargs] {
@@ -590,27 +487,7 @@ impl weir_policy::GlobalStore for RedisStore {
         req: weir_policy::StoreRequest,
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Decision, weir_policy::StoreError>> + Send>>
     {
-        use weir_policy::GlobalLimit as G;
-        let limit = match req.limit {
-            G::TokenBucket { rate, per, burst } => Limit::TokenBucket { rate, per, burst },
-            G::FixedWindow { limit, window } => Limit::FixedWindow { limit, window },
-            G::SlidingWindow { limit, window } => Limit::SlidingWindow { limit, window },
-            G::SlidingLog { limit, window } => Limit::SlidingLog { limit, window },
-            G::LeakyBucket {
-                rate,
-                per,
-                burst,
-                delay,
-                nodelay,
-            } => Limit::LeakyBucket {
-                rate,
-                per,
-                burst,
-                delay,
-                nodelay,
-            },
-        };
-        let fut = RedisStore::acquire(self, &req.key, &limit, req.cost);
+        let fut = RedisStore::acquire(self, &req.key, &req.limit, req.cost);
         Box::pin(async move {
             fut.await
                 .map_err(|e| weir_policy::StoreError(e.to_string()))
@@ -618,22 +495,28 @@ impl weir_policy::GlobalStore for RedisStore {
     }
 }
 
-/// Installs a Redis store on `engine` when its config has a `[store]` of kind `redis`
-/// (both frontends call this at start-up). Without a `[store]`, returns the engine as is.
-pub fn attach(engine: weir_policy::Engine) -> Result<weir_policy::Engine, StoreError> {
-    let Some(sc) = engine.store_config() else {
-        return Ok(engine);
-    };
-    if sc.kind != "redis" {
-        return Err(StoreError::config(&format!(
-            "unknown store kind {:?}",
-            sc.kind
-        )));
-    }
-    let store = RedisStore::start(RedisSettings {
-        url: sc.url.clone(),
-        timeout: sc.timeout,
-        lease: sc.lease,
-    })?;
-    Ok(engine.with_store(std::sync::Arc::new(store)))
+/// The [`weir_policy::StoreFactory`] of `[store] kind = "redis"`: a [`RedisStore`] for the
+/// section's URL, timeout and lease.
+pub fn factory() -> weir_policy::StoreFactory {
+    std::sync::Arc::new(|sc: &weir_policy::StoreConfig| {
+        if sc.kind != "redis" {
+            return Err(
+                StoreError::config(&format!("unknown store kind {:?}", sc.kind)).to_string(),
+            );
+        }
+        let store = RedisStore::start(RedisSettings {
+            url: sc.url.clone(),
+            timeout: sc.timeout,
+            lease: sc.lease,
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(std::sync::Arc::new(store) as std::sync::Arc<dyn weir_policy::GlobalStore>)
+    })
+}
+
+/// Gives `engine` the Redis [`factory`] (both frontends call this at start-up): a store is
+/// made now when the config has a `[store]`, and the engine makes a new one itself after a
+/// reload that changed `[store]`. Without a `[store]`, nothing connects.
+pub fn attach(engine: weir_policy::Engine) -> Result<weir_policy::Engine, String> {
+    engine.with_store_factory(factory())
 }

@@ -1,9 +1,9 @@
 //! The Lua scripts. Each runs atomically on the Redis server and reads the server's own
-//! clock (`TIME`, microseconds), so no instance's clock ever decides (seeds 000, 003).
+//! clock (`TIME`, microseconds), so no instance's clock ever decides.
 //!
 //! Numbers in Redis' Lua are IEEE doubles: integers are exact below 2^53. Every quantity
 //! here stays below that bound for any configuration `weir-policy` accepts (see
-//! [`crate::Limit::validate`]): the token bucket keeps its level in units of
+//! [`crate::check_exact`]): the token bucket keeps its level in units of
 //! `1 / per_us` tokens, so `burst × per_us < 2^53` is checked before a script runs.
 //!
 //! Every script returns `{allowed, taken, remaining, retry_us, reset_us}` (the leaky
@@ -12,18 +12,42 @@
 //! `remaining` whole cost-1 admissions left after the call; `retry_us` for a denial, the
 //! time until the cost would be admitted; `reset_us` the time until `remaining` grows.
 
+/// The server's clock in µs (every script's first lines).
+macro_rules! now_prelude {
+    () => {
+        "\nlocal t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    };
+}
+
+/// The clock and a window's ARGV: `limit`, `window_us`, `cost`.
+macro_rules! window_prelude {
+    () => {
+        concat!(
+            now_prelude!(),
+            "local limit = tonumber(ARGV[1])\nlocal win = tonumber(ARGV[2])\nlocal cost = tonumber(ARGV[3])"
+        )
+    };
+}
+
+/// The clock and a bucket's first ARGV: `rate`, `per_us`, `burst` (then its own).
+macro_rules! bucket_prelude {
+    () => {
+        concat!(
+            now_prelude!(),
+            "local rate = tonumber(ARGV[1])\nlocal per = tonumber(ARGV[2])\nlocal burst = tonumber(ARGV[3])"
+        )
+    };
+}
+
 /// Token bucket, exact: the level `l` counts tokens in units of `1/per_us`, so refilling
 /// `elapsed_us × rate` units is exact integer arithmetic (no emission interval rounding).
 /// State: hash `{l, t}`; a missing key is a full bucket. TTL = time until full again, at
 /// which point the state is equivalent to a fresh (missing) key.
 ///
 /// KEYS[1] state key; ARGV: rate, per_us, burst, cost, want (≥ cost: lease size).
-pub const TOKEN_BUCKET: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local rate = tonumber(ARGV[1])
-local per = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
+pub const TOKEN_BUCKET: &str = concat!(
+    bucket_prelude!(),
+    r#"
 local cost = tonumber(ARGV[4])
 local want = tonumber(ARGV[5])
 local cap = burst * per
@@ -65,17 +89,15 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(full_us / 1000) + 1)
 local rem = math.floor(level / per)
 local reset = math.ceil((per * (rem + 1) - level) / rate)
 return {1, take, rem, 0, reset}
-"#;
+"#
+);
 
 /// Fixed window: hash `{w, c}` — window index and count in it. TTL = end of the window.
 ///
 /// KEYS[1] state key; ARGV: limit, window_us, cost.
-pub const FIXED_WINDOW: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local win = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+pub const FIXED_WINDOW: &str = concat!(
+    window_prelude!(),
+    r#"
 local id = math.floor(now / win)
 local ends = (id + 1) * win - now
 local c = 0
@@ -92,19 +114,17 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(ends / 1000) + 1)
 local reset = 0
 if c > 0 then reset = ends end
 return {1, cost, limit - c, 0, reset}
-"#;
+"#
+);
 
 /// Sliding-window counter: hash `{w, c, p}` — window index, count in it, count in the
 /// previous window. The estimate is `c + ceil(p × (win − elapsed) / win)`, rounded up
 /// (never admits more than the weighted model). TTL = two windows.
 ///
 /// KEYS[1] state key; ARGV: limit, window_us, cost.
-pub const SLIDING_WINDOW: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local win = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+pub const SLIDING_WINDOW: &str = concat!(
+    window_prelude!(),
+    r#"
 local id = math.floor(now / win)
 local elapsed = now - id * win
 local c, p = 0, 0
@@ -139,7 +159,8 @@ c = c + cost
 redis.call('HSET', KEYS[1], 'w', id, 'c', c, 'p', p)
 redis.call('PEXPIRE', KEYS[1], math.ceil((2 * win - elapsed) / 1000) + 1)
 return {1, cost, limit - (weighted + cost), 0, win - elapsed}
-"#;
+"#
+);
 
 /// Leaky bucket with nginx `limit_req` semantics, as `weir-core`'s. Units: one request
 /// = `per_us` units, leaking `rate` units per µs (exact). State `{x, t}`: `x` = the excess
@@ -151,12 +172,9 @@ return {1, cost, limit - (weighted + cost), 0, win - elapsed}
 ///
 /// KEYS[1] state key; ARGV: rate, per_us, burst, delay, nodelay (0/1), cost.
 /// Returns `{allowed, delay_us, remaining, retry_us, reset_us}`.
-pub const LEAKY_BUCKET: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local rate = tonumber(ARGV[1])
-local per = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
+pub const LEAKY_BUCKET: &str = concat!(
+    bucket_prelude!(),
+    r#"
 local delay = tonumber(ARGV[4])
 local nodelay = tonumber(ARGV[5]) == 1
 local cost = tonumber(ARGV[6])
@@ -194,7 +212,8 @@ local frac = nx % per
 if frac == 0 then frac = per end
 reset = math.ceil(frac / rate)
 return {1, wait, rem, 0, reset}
-"#;
+"#
+);
 
 /// Exact sliding log, as `weir-core`'s: a sorted set of admission instants (µs); an
 /// event at `t` counts while `now < t + window`. `cost` units are admitted iff fewer than
@@ -202,12 +221,9 @@ return {1, wait, rem, 0, reset}
 /// until enough of the oldest leave. TTL = one window after the newest event.
 ///
 /// KEYS[1] sorted set; KEYS[2] sequence counter (same hash tag); ARGV: limit, window_us, cost.
-pub const SLIDING_LOG: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local win = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+pub const SLIDING_LOG: &str = concat!(
+    window_prelude!(),
+    r#"
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - win)
 local count = redis.call('ZCARD', KEYS[1])
 if count + cost > limit then
@@ -228,4 +244,17 @@ redis.call('PEXPIRE', KEYS[2], math.ceil(win / 1000) + 1)
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local reset = tonumber(oldest[2]) + win - now
 return {1, cost, limit - count - cost, 0, reset}
-"#;
+"#
+);
+
+/// The script of a limit's algorithm.
+pub const fn for_kind(k: weir_core::LimitKind) -> &'static str {
+    use weir_core::LimitKind as K;
+    match k {
+        K::TokenBucket => TOKEN_BUCKET,
+        K::LeakyBucket => LEAKY_BUCKET,
+        K::FixedWindow => FIXED_WINDOW,
+        K::SlidingWindow => SLIDING_WINDOW,
+        K::SlidingLog => SLIDING_LOG,
+    }
+}

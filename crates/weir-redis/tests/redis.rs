@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Server, block_on, free_port};
-use weir_core::{Nanos, Verdict};
+use weir_core::{Decision, Nanos, Verdict};
 use weir_redis::{Limit, RedisSettings, RedisStore, StoreErrorKind};
 
 fn store(url: &str, lease: u64, timeout_ms: u64) -> RedisStore {
@@ -24,16 +24,29 @@ fn store(url: &str, lease: u64, timeout_ms: u64) -> RedisStore {
 
 const MINUTE: Nanos = Nanos::from_secs(60);
 
+/// `n` calls of cost 1 on `key`, in order.
+fn calls(s: &RedisStore, key: &str, limit: &Limit, n: usize) -> Vec<Decision> {
+    (0..n)
+        .map(|_| block_on(s.acquire(key, limit, 1)).unwrap())
+        .collect()
+}
+
+/// Whether `ok` holds within 50 tries `pause` apart.
+fn eventually(pause: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    (0..50).any(|_| {
+        ok() || {
+            thread::sleep(pause);
+            false
+        }
+    })
+}
+
 #[test]
 fn two_instances_share_one_bucket() {
     let Some(srv) = Server::start() else { return };
     let a = store(&srv.url(), 0, 500);
     let b = store(&srv.url(), 0, 500);
-    let limit = Limit::TokenBucket {
-        rate: 2,
-        per: MINUTE,
-        burst: 2,
-    };
+    let limit = Limit::token_bucket(2, MINUTE, 2).unwrap();
     let key = "weir:{ok:abc}";
     let d1 = block_on(a.acquire(key, &limit, 1)).unwrap();
     let d2 = block_on(b.acquire(key, &limit, 1)).unwrap();
@@ -64,11 +77,7 @@ fn two_instances_share_one_bucket() {
 fn key_expires_when_state_is_fresh_again() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 500);
-    let limit = Limit::TokenBucket {
-        rate: 10,
-        per: Nanos::from_millis(100),
-        burst: 5,
-    };
+    let limit = Limit::token_bucket(10, Nanos::from_millis(100), 5).unwrap();
     assert!(
         block_on(s.acquire("weir:{ttl:k}", &limit, 5))
             .unwrap()
@@ -88,19 +97,11 @@ fn windows_count_on_the_server() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 500);
     for limit in [
-        Limit::FixedWindow {
-            limit: 3,
-            window: MINUTE,
-        },
-        Limit::SlidingWindow {
-            limit: 3,
-            window: MINUTE,
-        },
+        Limit::fixed_window(3, MINUTE).unwrap(),
+        Limit::sliding_window(3, MINUTE).unwrap(),
     ] {
         let key = format!("weir:{{w:{limit:?}}}");
-        let got: Vec<_> = (0..4)
-            .map(|_| block_on(s.acquire(&key, &limit, 1)).unwrap())
-            .collect();
+        let got = calls(&s, &key, &limit, 4);
         assert!(
             got[..3].iter().all(|d| d.is_allowed()),
             "{limit:?}: {got:?}"
@@ -118,16 +119,8 @@ fn windows_count_on_the_server() {
 fn cost_above_capacity_is_an_error_not_a_denial() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 500);
-    let e = block_on(s.acquire(
-        "weir:{c:k}",
-        &Limit::TokenBucket {
-            rate: 1,
-            per: MINUTE,
-            burst: 2,
-        },
-        3,
-    ))
-    .unwrap_err();
+    let e = block_on(s.acquire("weir:{c:k}", &Limit::token_bucket(1, MINUTE, 2).unwrap(), 3))
+        .unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Config);
 }
 
@@ -135,11 +128,7 @@ fn cost_above_capacity_is_an_error_not_a_denial() {
 fn unreachable_store_fails_fast_and_recovers_without_restart() {
     let port = free_port();
     let s = store(&format!("redis://127.0.0.1:{port}/0"), 0, 200);
-    let limit = Limit::TokenBucket {
-        rate: 100,
-        per: Nanos::from_secs(1),
-        burst: 100,
-    };
+    let limit = Limit::token_bucket(100, Nanos::from_secs(1), 100).unwrap();
     let t = Instant::now();
     let e = block_on(s.acquire("weir:{r:k}", &limit, 1)).unwrap_err();
     assert!(
@@ -154,47 +143,30 @@ fn unreachable_store_fails_fast_and_recovers_without_restart() {
     let Some(srv) = Server::start_on(port) else {
         return;
     };
-    let mut ok = false;
-    for _ in 0..50 {
-        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_ok() {
-            ok = true;
-            break;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    assert!(ok, "store did not recover after redis came up");
+    let answers = || block_on(s.acquire("weir:{r:k}", &limit, 1)).is_ok();
+    assert!(
+        eventually(Duration::from_millis(50), answers),
+        "store did not recover after redis came up"
+    );
     // ...fails when it dies...
     drop(srv);
-    let mut failed = false;
-    for _ in 0..50 {
-        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_err() {
-            failed = true;
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    assert!(failed, "store kept answering after redis died");
+    assert!(
+        eventually(Duration::from_millis(20), || !answers()),
+        "store kept answering after redis died"
+    );
     // ...and recovers again when it is back.
     let _srv = Server::start_on(port).unwrap();
-    let mut ok = false;
-    for _ in 0..50 {
-        if block_on(s.acquire("weir:{r:k}", &limit, 1)).is_ok() {
-            ok = true;
-            break;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    assert!(ok, "store did not reconnect");
+    assert!(
+        eventually(Duration::from_millis(50), answers),
+        "store did not reconnect"
+    );
 }
 
 #[test]
 fn a_stalled_server_is_a_timeout() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 100);
-    let limit = Limit::FixedWindow {
-        limit: 10,
-        window: MINUTE,
-    };
+    let limit = Limit::fixed_window(10, MINUTE).unwrap();
     assert!(block_on(s.acquire("weir:{t:k}", &limit, 1)).is_ok());
     let port = srv.port;
     let sleeper = thread::spawn(move || {
@@ -222,11 +194,7 @@ fn a_stalled_server_is_a_timeout() {
 fn lease_over_admission_is_bounded() {
     let Some(srv) = Server::start() else { return };
     let (rate, burst, lease) = (200u64, 20u64, 10u64);
-    let limit = Limit::TokenBucket {
-        rate,
-        per: Nanos::from_secs(1),
-        burst,
-    };
+    let limit = Limit::token_bucket(rate, Nanos::from_secs(1), burst).unwrap();
     let stores: Vec<_> = (0..3).map(|_| store(&srv.url(), lease, 500)).collect();
     let start = Instant::now();
     let admitted: u64 = thread::scope(|sc| {
@@ -272,16 +240,8 @@ fn leaky_bucket_shapes_like_nginx() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 500);
     // 2 per second, burst 2, delay 1: pass, pass (within delay), delay ~500ms, reject.
-    let limit = Limit::LeakyBucket {
-        rate: 2,
-        per: Nanos::from_secs(1),
-        burst: 2,
-        delay: 1,
-        nodelay: false,
-    };
-    let got: Vec<_> = (0..4)
-        .map(|_| block_on(s.acquire("weir:{lk:k}", &limit, 1)).unwrap())
-        .collect();
+    let limit = Limit::leaky_bucket(2, Nanos::from_secs(1), 2, 1, false).unwrap();
+    let got = calls(&s, "weir:{lk:k}", &limit, 4);
     assert_eq!(got[0].verdict, Verdict::Admit, "{got:?}");
     assert_eq!(got[1].verdict, Verdict::Admit, "{got:?}");
     match got[2].verdict {
@@ -297,15 +257,10 @@ fn leaky_bucket_shapes_like_nginx() {
         "{got:?}"
     );
     // nodelay: the accepted excess passes at once.
-    let nd = Limit::LeakyBucket {
-        rate: 2,
-        per: Nanos::from_secs(1),
-        burst: 2,
-        delay: 0,
-        nodelay: true,
-    };
-    let got: Vec<_> = (0..4)
-        .map(|_| block_on(s.acquire("weir:{lk:nd}", &nd, 1)).unwrap().verdict)
+    let nd = Limit::leaky_bucket(2, Nanos::from_secs(1), 2, 0, true).unwrap();
+    let got: Vec<_> = calls(&s, "weir:{lk:nd}", &nd, 4)
+        .iter()
+        .map(|d| d.verdict)
         .collect();
     assert_eq!(
         got,
@@ -322,13 +277,8 @@ fn leaky_bucket_shapes_like_nginx() {
 fn sliding_log_is_exact() {
     let Some(srv) = Server::start() else { return };
     let s = store(&srv.url(), 0, 500);
-    let limit = Limit::SlidingLog {
-        limit: 3,
-        window: Nanos::from_millis(300),
-    };
-    let got: Vec<_> = (0..4)
-        .map(|_| block_on(s.acquire("weir:{sl:k}", &limit, 1)).unwrap())
-        .collect();
+    let limit = Limit::sliding_log(3, Nanos::from_millis(300)).unwrap();
+    let got = calls(&s, "weir:{sl:k}", &limit, 4);
     assert!(got[..3].iter().all(|d| d.is_allowed()), "{got:?}");
     assert_eq!(got[3].verdict, Verdict::Reject);
     assert!(got[3].retry_after <= Nanos::from_millis(300), "{got:?}");

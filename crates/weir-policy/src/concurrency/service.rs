@@ -119,3 +119,45 @@ impl Drop for Waiting<'_> {
         self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// A route's concurrency runtime, kept across reloads while `max` is unchanged.
+pub(crate) struct Concurrency {
+    max: u64,
+    state: Arc<ConcurrencyState>,
+}
+
+impl Concurrency {
+    pub(crate) fn build(
+        p: &super::ConcurrencyPolicy,
+        prev: Option<&Arc<Concurrency>>,
+    ) -> Arc<Concurrency> {
+        prev.filter(|s| s.max == p.max).cloned().unwrap_or_else(|| {
+            Arc::new(Concurrency {
+                max: p.max,
+                state: ConcurrencyState::new(p.max),
+            })
+        })
+    }
+
+    /// The concurrency step: a permit now or after queueing at most `queue_timeout` — and
+    /// never past the request's deadline, of which `remaining` is left.
+    pub(crate) async fn admit<T: Timer>(
+        &self,
+        p: &super::ConcurrencyPolicy,
+        remaining: weir_core::Nanos,
+        timer: &T,
+    ) -> Result<Permit, crate::outcome::Outcome> {
+        use crate::outcome::Outcome;
+        let qt = weir_core::Nanos::from(p.queue_timeout.0);
+        let by_deadline = remaining < qt;
+        let wait = qt.min(remaining);
+        self.state
+            .acquire(p.queue, wait.into(), by_deadline, timer)
+            .await
+            .map_err(|r| match r {
+                Refused::Full => Outcome::ConcurrencyLimited,
+                Refused::QueueTimeout => Outcome::QueueTimeout,
+                Refused::Deadline => Outcome::DeadlineExceeded,
+            })
+    }
+}

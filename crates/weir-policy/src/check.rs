@@ -1,0 +1,207 @@
+//! What every compile step shares: the config error (file, line, key) and the checks
+//! that name the key they are about.
+//!
+//! Every error names the file, the line and the key (`gateway.toml:12:
+//! routes[0].rate_limit.burst: must be at least 1`). A check done after deserializing
+//! names a key path and looks its span up in the parsed document ([`Ctx::line_for`]), so
+//! it reads the same as a serde error.
+
+use crate::dur::Dur;
+use std::net::SocketAddr;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+/// A config file that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (or origin name given to [`crate::Engine::from_toml`]).
+    pub origin: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Key path such as `routes[0].rate_limit.burst`, when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        f.write_str(": ")?;
+        if let Some(k) = &self.key {
+            write!(f, "{k}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    pub(crate) fn plain(origin: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            origin: origin.to_string(),
+            line: None,
+            key: None,
+            message: message.into(),
+        }
+    }
+}
+
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The text being compiled, for errors that name a line.
+pub(crate) struct Ctx<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) origin: &'a str,
+    pub(crate) doc: &'a Spanned<DeTable<'a>>,
+}
+impl Ctx<'_> {
+    /// The line of the deepest existing key along `path` (`a.b[2].c`).
+    pub(crate) fn line_for(&self, path: &str) -> Option<usize> {
+        let mut span = self.doc.span();
+        let mut cur: Option<&DeValue<'_>> = None;
+        let mut table: Option<&DeTable<'_>> = Some(self.doc.get_ref());
+        for seg in path.split('.') {
+            let (name, idx) = match seg.find('[') {
+                Some(i) => (
+                    &seg[..i],
+                    seg[i + 1..].trim_end_matches(']').parse::<usize>().ok(),
+                ),
+                None => (seg, None),
+            };
+            if !name.is_empty() {
+                let t = match (table, cur) {
+                    (Some(t), _) => t,
+                    (None, Some(DeValue::Table(t))) => t,
+                    _ => break,
+                };
+                let Some(v) = t.get(name) else { break };
+                span = v.span();
+                cur = Some(v.get_ref());
+                table = None;
+            }
+            if let Some(i) = idx {
+                let Some(DeValue::Array(a)) = cur else { break };
+                let Some(v) = a.get(i) else { break };
+                span = v.span();
+                cur = Some(v.get_ref());
+                table = None;
+            }
+        }
+        Some(line_of(self.text, span.start))
+    }
+
+    pub(crate) fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        let key = key.into();
+        ConfigError {
+            origin: self.origin.to_string(),
+            line: self.line_for(&key),
+            key: Some(key),
+            message: message.into(),
+        }
+    }
+}
+
+pub(crate) type R<T> = Result<T, ConfigError>;
+
+/// A weir-core parameter error as a config error at `{prefix}.{field}` (`key_of` maps
+/// the core's field name to the config spelling).
+pub(crate) fn core_err(
+    ctx: &Ctx<'_>,
+    prefix: &str,
+    e: weir_core::ConfigError,
+    key_of: impl Fn(&'static str) -> String,
+) -> ConfigError {
+    use weir_core::ConfigError as E;
+    let field = match e {
+        E::Zero(f) | E::TooLarge(f) | E::OutOfRange(f) => Some(f),
+        E::Order { low, .. } => Some(low),
+        E::LimitAboveCapacity { .. } => Some("limit"),
+    };
+    let key = match field {
+        Some(f) => format!("{prefix}.{}", key_of(f)),
+        None => prefix.to_string(),
+    };
+    let msg = match e {
+        E::OutOfRange("window") => {
+            format!("out of range (at most {})", weir_core::breaker::WINDOW_MAX)
+        }
+        E::OutOfRange("probes") | E::OutOfRange("successes") => {
+            format!("out of range (at most {})", weir_core::breaker::PROBES_MAX)
+        }
+        E::OutOfRange("consecutive_failures") => format!(
+            "out of range (at most {})",
+            weir_core::breaker::CONSECUTIVE_MAX
+        ),
+        E::OutOfRange("ttl") => "must be at least 1s".to_string(),
+        E::OutOfRange("cooldown.multiplier") | E::OutOfRange("multiplier") => {
+            "out of range (1.0 to 1000)".to_string()
+        }
+        other => other.to_string(),
+    };
+    ctx.err(key, msg)
+}
+
+pub(crate) fn at_least_1(ctx: &Ctx<'_>, key: &str, v: u64) -> R<u64> {
+    if v == 0 {
+        Err(ctx.err(key, "must be at least 1"))
+    } else {
+        Ok(v)
+    }
+}
+
+pub(crate) fn nonzero_dur(ctx: &Ctx<'_>, key: &str, d: Dur) -> R<Dur> {
+    if d.0.is_zero() {
+        Err(ctx.err(key, "must be longer than 0"))
+    } else {
+        Ok(d)
+    }
+}
+
+pub(crate) fn fraction(ctx: &Ctx<'_>, key: &str, v: f64, allow_zero: bool) -> R<f64> {
+    let ok = v.is_finite() && v <= 1.0 && (if allow_zero { v >= 0.0 } else { v > 0.0 });
+    if ok {
+        Ok(v)
+    } else if allow_zero {
+        Err(ctx.err(key, "must be between 0 and 1"))
+    } else {
+        Err(ctx.err(key, "must be above 0 and at most 1"))
+    }
+}
+
+pub(crate) fn addr(ctx: &Ctx<'_>, key: &str, s: &str) -> R<SocketAddr> {
+    s.parse().map_err(|_| {
+        ctx.err(
+            key,
+            format!("invalid address {s:?}: expected IP:PORT, e.g. \"127.0.0.1:8080\""),
+        )
+    })
+}
+
+pub(crate) fn method_list(ctx: &Ctx<'_>, key: &str, m: &[String]) -> R<Vec<String>> {
+    let mut out = Vec::with_capacity(m.len());
+    for (i, x) in m.iter().enumerate() {
+        if x.is_empty() || !x.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(ctx.err(format!("{key}[{i}]"), format!("invalid method {x:?}")));
+        }
+        out.push(x.to_ascii_uppercase());
+    }
+    Ok(out)
+}
+
+pub(crate) fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

@@ -1,0 +1,124 @@
+//! The admin API router (see docs/HTTP.md, "Admin API") and the record of requests a
+//! frontend refuses before they are understood.
+
+use super::Engine;
+use crate::accesslog::{Record, now_rfc3339};
+use crate::outcome::Outcome;
+use crate::response::{GatewayResponse, acceptable_request_id, error_response};
+use crate::runtime::Shared;
+use serde_json::json;
+
+impl Engine {
+    /// For responses the frontend makes before a request is understood
+    /// ([`Outcome::BadRequest`], [`Outcome::ClientTimeout`], [`Outcome::UriTooLong`],
+    /// [`Outcome::HeadersTooLarge`], [`Outcome::HttpVersionNotSupported`]): counted under
+    /// route `-` and logged; the status is [`Outcome::status`].
+    pub fn reject_malformed(&self, outcome: Outcome, request_id: Option<&str>) -> GatewayResponse {
+        reject_malformed(&self.inner.shared, outcome, request_id)
+    }
+
+    /// The admin API (see docs/HTTP.md): `/metrics`, `/healthz`, `/admin/config`,
+    /// `/admin/reload`, `/admin/breakers`; 405 for other methods there, 404 elsewhere.
+    pub fn admin(&self, method: &str, path: &str) -> GatewayResponse {
+        route(self, method, path)
+    }
+}
+
+fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
+    let path = path.split('?').next().unwrap_or(path);
+    let allowed = match path {
+        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" => "GET",
+        "/admin/reload" => "POST",
+        _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
+    };
+    if !(method == allowed || (allowed == "GET" && method == "HEAD")) {
+        let mut r = GatewayResponse::json(
+            405,
+            &json!({"error": "method_not_allowed", "allow": allowed}),
+        );
+        let allow = if allowed == "GET" {
+            "GET, HEAD"
+        } else {
+            allowed
+        };
+        r.headers.push(("allow", allow.to_string()));
+        return r;
+    }
+    let shared = &engine.inner.shared;
+    let live = shared.live.load();
+    match path {
+        "/metrics" => GatewayResponse::text(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            engine.metrics_text(),
+        ),
+        "/healthz" => GatewayResponse::json(
+            200,
+            &json!({"status": "ok", "instance": live.set.server.instance, "revision": live.revision}),
+        ),
+        "/admin/config" => {
+            let mut v = serde_json::to_value(&*live.set).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("revision".into(), live.revision.into());
+            }
+            GatewayResponse::json(200, &v)
+        }
+        "/admin/breakers" => {
+            let now = engine.now();
+            let list: Vec<serde_json::Value> = live
+                .routes
+                .iter()
+                .filter_map(|r| Some(r.breaker.as_ref()?.json(&r.policy.id, &r.metrics, now)))
+                .collect();
+            GatewayResponse::json(200, &json!({"revision": live.revision, "breakers": list}))
+        }
+        _ => {
+            drop(live);
+            match engine.reload() {
+                Ok(rev) => GatewayResponse::json(200, &json!({"revision": rev})),
+                Err(e) => GatewayResponse::json(
+                    400,
+                    &json!({"error": e.to_string(), "revision": engine.revision()}),
+                ),
+            }
+        }
+    }
+}
+
+/// A response the frontend makes before a request is understood: counted under route `-`
+/// and logged.
+fn reject_malformed(
+    shared: &Shared,
+    outcome: Outcome,
+    request_id: Option<&str>,
+) -> GatewayResponse {
+    let live = shared.live.load();
+    let rid = request_id
+        .and_then(|r| acceptable_request_id(r.as_bytes()))
+        .map(str::to_string)
+        .unwrap_or_else(|| shared.new_request_id());
+    let instance = &live.set.server.instance;
+    let status = outcome.status();
+    shared.metrics.count_request("-", outcome);
+    shared.log.write(&Record {
+        ts: now_rfc3339(),
+        request_id: rid.clone(),
+        instance: instance.clone(),
+        route: "-".into(),
+        method: String::new(),
+        path: String::new(),
+        status,
+        reason: Some(outcome),
+        key_digest: None,
+        scope: None,
+        remaining: None,
+        attempts: Vec::new(),
+        queue_ms: 0,
+        duration_ms: 0,
+        revision: live.revision,
+        shadow: None,
+        ratelimit: None,
+        error: None,
+    });
+    error_response(status, outcome.as_str(), "-", instance, &rid, &[])
+}

@@ -1,0 +1,349 @@
+//! The engine: loading and reloading the config ([`Engine`]), the global store's
+//! lifetime (a [`StoreFactory`] given once) and CLI [`Overrides`]; the admin API is in
+//! `admin.rs` (`impl Engine` there: it uses this file, this file does not use it). The
+//! runtime state a request reads lives in [`crate::runtime`].
+
+mod admin;
+mod overrides;
+
+pub use overrides::Overrides;
+
+use crate::accesslog::AccessLog;
+use crate::check::ConfigError;
+use crate::config;
+use crate::flow::{Flow, RequestInfo};
+use crate::metrics::Metrics;
+use crate::policy::*;
+use crate::runtime::{Live, Shared};
+use crate::store::GlobalStore;
+use crate::text::HeaderText;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use weir_core::{Clock, Nanos, QuantaClock};
+
+/// Makes the global store of a `[store]` section (e.g. `weir_redis::attach` installs
+/// Redis'). Given once with [`Engine::with_store_factory`]; the engine calls it at once
+/// and again after every reload whose `[store]` changed. An `Err` is a message.
+pub type StoreFactory =
+    Arc<dyn Fn(&StoreConfig) -> Result<Arc<dyn GlobalStore>, String> + Send + Sync>;
+
+enum Source {
+    File(PathBuf),
+    Text(String, String),
+}
+
+/// What only loading and reloading touch.
+struct Control {
+    source: Source,
+    overrides: Overrides,
+    factory: Option<StoreFactory>,
+    /// What the engine had to say since the last [`Engine::take_notices`].
+    notices: Vec<String>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    /// Held for a whole reload, so reloads do not interleave.
+    control: Mutex<Control>,
+}
+
+/// The policy engine shared by every frontend thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl core::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+fn read(path: &Path) -> Result<(String, String), ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::plain(&origin, format!("cannot read: {e}")))?;
+    Ok((text, origin))
+}
+
+impl Engine {
+    /// Reads, validates and compiles a config file. Errors name file, line, key.
+    pub fn load(path: &Path) -> Result<Engine, ConfigError> {
+        let (text, origin) = read(path)?;
+        let set = config::parse(&text, &origin)?;
+        Self::build(
+            set,
+            Source::File(path.to_path_buf()),
+            Arc::new(QuantaClock::new()),
+            random_u64(),
+        )
+    }
+
+    /// Same from text; `origin` is the name used in errors (e.g. `"demo.toml"`).
+    /// `reload` re-reads nothing and keeps this text.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Engine, ConfigError> {
+        Self::from_toml_with_clock(text, origin, Arc::new(QuantaClock::new()))
+    }
+
+    /// For tests and simulations: an engine on an injected clock (e.g. a `ManualClock`).
+    #[doc(hidden)]
+    pub fn from_toml_with_clock(
+        text: &str,
+        origin: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+    ) -> Result<Engine, ConfigError> {
+        Self::from_toml_seeded(text, origin, clock, random_u64())
+    }
+
+    /// For tests and simulations: an injected clock and a fixed seed for every random
+    /// choice the engine makes (backoff and cooldown jitter, breaker ramp, request ids), so
+    /// a run is reproducible.
+    #[doc(hidden)]
+    pub fn from_toml_seeded(
+        text: &str,
+        origin: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        let set = config::parse(text, origin)?;
+        Self::build(
+            set,
+            Source::Text(text.to_string(), origin.to_string()),
+            clock,
+            seed,
+        )
+    }
+
+    /// Only validates and compiles (what `--check` uses before printing
+    /// [`PolicySet::describe`]); starts no log thread.
+    pub fn check(path: &Path) -> Result<PolicySet, ConfigError> {
+        let (text, origin) = read(path)?;
+        config::parse(&text, &origin)
+    }
+
+    fn build(
+        set: PolicySet,
+        source: Source,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        let log = AccessLog::start(&set.server.log).map_err(|e| {
+            ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
+        })?;
+        let metrics = Metrics::new();
+        metrics.touch_unrouted();
+        let live = Live::build(1, Arc::new(set), None, seed, &metrics);
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                shared: Arc::new(Shared {
+                    live: ArcSwap::from_pointee(live),
+                    clock,
+                    store: ArcSwapOption::empty(),
+                    metrics,
+                    log,
+                    table_key: (random_u64(), random_u64()),
+                    seq: AtomicU64::new(0),
+                    flows: AtomicU64::new(0),
+                    seed,
+                }),
+                control: Mutex::new(Control {
+                    source,
+                    overrides: Overrides::default(),
+                    factory: None,
+                    notices: Vec::new(),
+                }),
+            }),
+        })
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.inner.control.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live(&self) -> arc_swap::Guard<Arc<Live>> {
+        self.inner.shared.live.load()
+    }
+
+    /// Overrides from the CLI applied on top of the file (and after every reload).
+    /// An invalid address leaves the engine as it was and comes back as the warning;
+    /// use [`Engine::try_with_overrides`] to fail instead.
+    pub fn with_overrides(self, o: Overrides) -> (Engine, Option<ConfigError>) {
+        match self.clone().try_with_overrides(o) {
+            Ok(e) => (e, None),
+            Err(err) => (self, Some(err)),
+        }
+    }
+
+    /// [`Engine::with_overrides`], failing on an invalid address.
+    pub fn try_with_overrides(self, o: Overrides) -> Result<Engine, ConfigError> {
+        let cur = self.inner.shared.live.load_full();
+        let mut set = (*cur.set).clone();
+        set.server = Arc::new(overrides::apply(&cur.set.server, &o)?);
+        self.control().overrides = o;
+        self.inner.shared.live.store(Arc::new(Live {
+            revision: cur.revision,
+            instance: HeaderText::from(set.server.instance.clone()),
+            set: Arc::new(set),
+            routes: cur.routes.clone(),
+        }));
+        Ok(self)
+    }
+
+    /// Installs the global store used by routes with `scope = "global"` (kept until
+    /// another is installed; without a factory, reloads never replace it).
+    pub fn with_store(self, store: Arc<dyn GlobalStore>) -> Engine {
+        self.inner.shared.store.store(Some(Arc::new(store)));
+        self
+    }
+
+    /// Gives the engine its store factory: a store is made now for the current `[store]`
+    /// (if any; its error is returned), and after every reload whose `[store]` section
+    /// changed the engine makes and installs a new one itself. A reload whose new store
+    /// cannot start keeps the previous store and says so in [`Engine::take_notices`]; a
+    /// removed `[store]` keeps the old store installed (no global route can use it any
+    /// more).
+    pub fn with_store_factory(self, factory: StoreFactory) -> Result<Engine, String> {
+        if let Some(sc) = self.store_config() {
+            self.with_store_from(&factory, &sc)?;
+        }
+        self.control().factory = Some(factory);
+        Ok(self)
+    }
+
+    fn with_store_from(&self, f: &StoreFactory, sc: &StoreConfig) -> Result<(), String> {
+        let store = f(sc)?;
+        self.inner.shared.store.store(Some(Arc::new(store)));
+        Ok(())
+    }
+
+    /// Messages about the engine's own actions since the last call (e.g. a store
+    /// re-attached on reload), for the frontend to log; a library prints nothing itself.
+    pub fn take_notices(&self) -> Vec<String> {
+        core::mem::take(&mut self.control().notices)
+    }
+
+    /// The `[store]` section, for the store implementation to connect.
+    pub fn store_config(&self) -> Option<StoreConfig> {
+        self.live().set.store.clone()
+    }
+
+    /// Server settings after overrides.
+    pub fn server(&self) -> Arc<ServerSettings> {
+        self.live().set.server.clone()
+    }
+
+    /// An upstream by name.
+    pub fn upstream(&self, name: &str) -> Option<Arc<UpstreamSettings>> {
+        self.live().set.upstream(name).cloned()
+    }
+
+    /// The compiled set now serving.
+    pub fn policy_set(&self) -> Arc<PolicySet> {
+        self.live().set.clone()
+    }
+
+    /// What `--check` prints.
+    pub fn describe(&self) -> String {
+        self.live().set.describe()
+    }
+
+    /// The config revision (1 at start, +1 per successful reload).
+    pub fn revision(&self) -> u64 {
+        self.live().revision
+    }
+
+    /// The engine's clock.
+    pub fn now(&self) -> Nanos {
+        self.inner.shared.clock.now()
+    }
+
+    /// Access-log records dropped because the log queue was full.
+    pub fn access_log_dropped(&self) -> u64 {
+        self.inner.shared.log.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Blocks until the access-log records sent so far are written.
+    pub fn flush_access_log(&self) {
+        self.inner.shared.log.flush();
+    }
+
+    /// Prometheus text of every family.
+    pub fn metrics_text(&self) -> String {
+        let live = self.live();
+        let now = self.now();
+        for r in &live.routes {
+            if let Some(b) = &r.breaker {
+                b.observe(&r.metrics, now);
+            }
+        }
+        self.inner.shared.metrics.render()
+    }
+
+    /// Re-reads the file (or the original text) and swaps the set atomically, keeping the
+    /// state of every policy whose route id and parameters are unchanged. On error the old
+    /// set keeps serving. A changed `[store]` gets a new store from the factory.
+    pub fn reload(&self) -> Result<u64, ConfigError> {
+        let mut c = self.control();
+        let set = match &c.source {
+            Source::File(p) => {
+                let (text, origin) = read(p)?;
+                config::parse(&text, &origin)?
+            }
+            Source::Text(t, o) => config::parse(t, o)?,
+        };
+        self.install(&mut c, set)
+    }
+
+    /// Replaces the set with a new config text (tests, embedding). Same rules as reload.
+    #[doc(hidden)]
+    pub fn reload_from_toml(&self, text: &str, origin: &str) -> Result<u64, ConfigError> {
+        let mut c = self.control();
+        let set = config::parse(text, origin)?;
+        self.install(&mut c, set)
+    }
+
+    fn install(&self, c: &mut Control, mut set: PolicySet) -> Result<u64, ConfigError> {
+        set.server = Arc::new(overrides::apply(&set.server, &c.overrides)?);
+        let shared = &self.inner.shared;
+        let old = shared.live.load_full();
+        let rev = old.revision + 1;
+        let new_store = set
+            .store
+            .clone()
+            .filter(|s| Some(s) != old.set.store.as_ref());
+        let live = Live::build(rev, Arc::new(set), Some(&old), shared.seed, &shared.metrics);
+        shared.live.store(Arc::new(live));
+        if let (Some(sc), Some(f)) = (new_store, c.factory.clone()) {
+            let notice = match self.with_store_from(&f, &sc) {
+                Ok(()) => "[store] changed on reload: new store attached".to_string(),
+                Err(e) => format!(
+                    "[store] changed on reload but the new store cannot start ({e}); \
+                     the previous store keeps serving"
+                ),
+            };
+            c.notices.push(notice);
+        }
+        Ok(rev)
+    }
+
+    /// Starts one request: route match, descriptor, request id, deadline start.
+    pub fn begin(&self, req: &RequestInfo<'_>) -> Flow {
+        Flow::begin(self.inner.shared.clone(), req)
+    }
+}

@@ -1,0 +1,394 @@
+//! `[routes.rate_limit]`: the file model, the compiled policy and its compile step.
+//!
+//! The compile step produces the route's one [`Limit`] (the core's validated config of its
+//! algorithm); every later consumer — the keyed local table, the global store request, the
+//! `RateLimit-Policy` header, `/admin/config` — reads that same value.
+
+use crate::check::{Ctx, R, at_least_1, core_err, is_token, nonzero_dur};
+use crate::dur::{Dur, secs_ceil};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::time::Duration;
+use weir_core::{Limit, LimitKind, MAX_SLIDING_LOG_LIMIT};
+
+/// Where rate-limit state lives.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Per gateway process (all workers share one state).
+    Local,
+    /// In the shared [`crate::GlobalStore`] (Redis).
+    Global,
+}
+
+impl Scope {
+    /// The config spelling (also the access log's `scope`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Local => "local",
+            Scope::Global => "global",
+        }
+    }
+}
+
+/// What a global route does when its store cannot answer in time.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Fail closed: 503 `ratelimit_store_unavailable`, no upstream attempt.
+    Deny,
+    /// Fail open: proxy, mark `x-weir-ratelimit: bypassed`, count it.
+    Allow,
+}
+
+/// Enforce or only observe.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Reject what the policy rejects.
+    Enforce,
+    /// Count and log would-be rejections, reject nothing.
+    Shadow,
+}
+
+/// One part of a rate-limit descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyPart {
+    /// The route id.
+    Route,
+    /// The request method.
+    Method,
+    /// A request header (name lowercased); empty = missing.
+    Header(String),
+    /// The client's IP address.
+    ClientIp,
+}
+
+impl core::fmt::Display for KeyPart {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            KeyPart::Route => f.write_str("route"),
+            KeyPart::Method => f.write_str("method"),
+            KeyPart::Header(h) => write!(f, "header:{h}"),
+            KeyPart::ClientIp => f.write_str("client_ip"),
+        }
+    }
+}
+
+impl Serialize for KeyPart {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// `[routes.rate_limit]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateLimitPolicy {
+    /// The algorithm and its numbers (serialized as `algorithm = "..."` and its keys).
+    #[serde(flatten, serialize_with = "ser_limit")]
+    pub limit: Limit,
+    /// Descriptor parts.
+    pub key: Vec<KeyPart>,
+    /// Missing part → 403 `empty_key` (else the part counts as an empty string).
+    pub deny_empty_key: bool,
+    /// Local or global state.
+    pub scope: Scope,
+    /// Global scope: deny or allow when the store fails.
+    pub on_store_error: OnStoreError,
+    /// Enforce or shadow.
+    pub mode: Mode,
+    /// Bound on local keyed state.
+    pub max_keys: u64,
+    /// Longest key part in bytes (→ 400 `key_too_long`).
+    pub max_key_bytes: u64,
+}
+
+impl RateLimitPolicy {
+    /// `(Q, W)` of the `RateLimit-Policy` field: quota and window in whole seconds (≥ 1).
+    pub fn quota_window(&self) -> (u64, u64) {
+        let (q, w) = self.limit.quota_window();
+        (q, secs_ceil(w.into()).max(1))
+    }
+}
+
+/// The config keys of a limit, as the file writes them.
+enum Field {
+    Count(&'static str, u64),
+    Span(&'static str, Dur),
+    Flag(&'static str, bool),
+}
+
+fn fields(l: &Limit) -> Vec<Field> {
+    use Field::*;
+    let d = |n: weir_core::Nanos| Dur(n.into());
+    match l {
+        Limit::TokenBucket(c) => vec![
+            Count("rate", c.rate()),
+            Span("per", d(c.per())),
+            Count("burst", c.burst()),
+        ],
+        Limit::LeakyBucket(c) => vec![
+            Count("rate", c.rate()),
+            Span("per", d(c.per())),
+            Count("burst", c.burst()),
+            Count("delay", c.delay()),
+            Flag("nodelay", c.nodelay()),
+        ],
+        Limit::FixedWindow(c) => vec![Count("limit", c.limit()), Span("window", d(c.window()))],
+        Limit::SlidingWindow(c) => vec![Count("limit", c.limit()), Span("window", d(c.window()))],
+        Limit::SlidingLog(c) => vec![Count("limit", c.limit()), Span("window", d(c.window()))],
+    }
+}
+
+fn ser_limit<S: Serializer>(l: &Limit, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(None)?;
+    m.serialize_entry("algorithm", l.kind().as_str())?;
+    for f in fields(l) {
+        match f {
+            Field::Count(k, v) => m.serialize_entry(k, &v)?,
+            Field::Span(k, v) => m.serialize_entry(k, &v)?,
+            Field::Flag(k, v) => m.serialize_entry(k, &v)?,
+        }
+    }
+    m.end()
+}
+
+/// What `--check` prints for a limit: `token_bucket 2 per 60s, burst 2`.
+fn describe_limit(l: &Limit) -> String {
+    let (q, w) = l.quota_window();
+    let w = Dur(w.into());
+    let kind = l.kind().as_str();
+    match l {
+        Limit::TokenBucket(c) => format!("{kind} {q} per {w}, burst {}", c.burst()),
+        Limit::LeakyBucket(c) => format!(
+            "{kind} {q} per {w}, burst {}, {}",
+            c.burst(),
+            if c.nodelay() {
+                "nodelay".to_string()
+            } else {
+                format!("delay {}", c.delay())
+            }
+        ),
+        _ => format!("{kind} {q} per {w}"),
+    }
+}
+
+/// What `--check` prints for a rate limit.
+pub(crate) fn describe(rl: &RateLimitPolicy) -> String {
+    let key: Vec<String> = rl.key.iter().map(|k| k.to_string()).collect();
+    format!(
+        "{}; key [{}]{}; scope {:?}{}; mode {:?}; max_keys {}, max_key_bytes {}",
+        describe_limit(&rl.limit),
+        key.join(", "),
+        if rl.deny_empty_key {
+            ", empty key -> 403"
+        } else {
+            ""
+        },
+        rl.scope,
+        if rl.scope == Scope::Global {
+            format!(", on_store_error {:?}", rl.on_store_error)
+        } else {
+            String::new()
+        },
+        rl.mode,
+        rl.max_keys,
+        rl.max_key_bytes
+    )
+}
+
+/// The file's `algorithm = "..."`, with serde's own error for an unknown name.
+fn de_kind<'de, D: Deserializer<'de>>(d: D) -> Result<LimitKind, D::Error> {
+    let s = String::deserialize(d)?;
+    LimitKind::parse(&s).ok_or_else(|| serde::de::Error::unknown_variant(&s, &LimitKind::NAMES))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRateLimit {
+    #[serde(deserialize_with = "de_kind")]
+    pub algorithm: LimitKind,
+    pub rate: Option<u64>,
+    pub per: Option<Dur>,
+    pub burst: Option<u64>,
+    pub delay: Option<u64>,
+    pub nodelay: Option<bool>,
+    pub limit: Option<u64>,
+    pub window: Option<Dur>,
+    pub key: Option<Vec<String>>,
+    pub deny_empty_key: Option<bool>,
+    pub scope: Option<Scope>,
+    pub on_store_error: Option<OnStoreError>,
+    pub mode: Option<Mode>,
+    pub max_keys: Option<u64>,
+    pub max_key_bytes: Option<u64>,
+}
+
+/// The compile step of `[routes.rate_limit]` at key prefix `k`.
+pub(crate) fn compile(
+    k: &str,
+    rl: RawRateLimit,
+    have_store: bool,
+    ctx: &Ctx<'_>,
+) -> R<RateLimitPolicy> {
+    let limit = compile_limit(k, &rl, ctx)?;
+    let key_strs = rl.key.unwrap_or_else(|| vec!["route".to_string()]);
+    if key_strs.is_empty() {
+        return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
+    }
+    let mut key = Vec::new();
+    for (j, p) in key_strs.iter().enumerate() {
+        let part = match p.as_str() {
+            "route" => KeyPart::Route,
+            "method" => KeyPart::Method,
+            "client_ip" => KeyPart::ClientIp,
+            h if h.starts_with("header:") && is_token(&h[7..]) => {
+                KeyPart::Header(h[7..].to_ascii_lowercase())
+            }
+            other => {
+                return Err(ctx.err(
+                    format!("{k}.key[{j}]"),
+                    format!(
+                        "bad key part {other:?}: expected route, method, client_ip or header:NAME"
+                    ),
+                ));
+            }
+        };
+        key.push(part);
+    }
+    let scope = rl.scope.unwrap_or(Scope::Local);
+    if scope == Scope::Global && !have_store {
+        return Err(ctx.err(
+            format!("{k}.scope"),
+            "scope = \"global\" needs a [store] section",
+        ));
+    }
+    if scope == Scope::Local && rl.on_store_error.is_some() {
+        return Err(ctx.err(
+            format!("{k}.on_store_error"),
+            "only applies to scope = \"global\"",
+        ));
+    }
+    let count = |name: &str, v: Option<u64>, default: u64| {
+        at_least_1(ctx, &format!("{k}.{name}"), v.unwrap_or(default))
+    };
+    Ok(RateLimitPolicy {
+        limit,
+        key,
+        deny_empty_key: rl.deny_empty_key.unwrap_or(true),
+        scope,
+        on_store_error: rl.on_store_error.unwrap_or(OnStoreError::Deny),
+        mode: rl.mode.unwrap_or(Mode::Enforce),
+        max_keys: count("max_keys", rl.max_keys, 100_000)?,
+        max_key_bytes: count("max_key_bytes", rl.max_key_bytes, 256)?,
+    })
+}
+
+/// The algorithm's keys → one validated [`Limit`] (defaults, cross-checks, the core's
+/// constructor; its errors name the key).
+fn compile_limit(k: &str, rl: &RawRateLimit, ctx: &Ctx<'_>) -> R<Limit> {
+    let kind = rl.algorithm;
+    let is_bucket = kind.is_bucket();
+    // Keys that belong to the other family of algorithms are mistakes, not noise.
+    let misplaced: &[(&str, bool)] = if is_bucket {
+        &[
+            ("limit", rl.limit.is_some()),
+            ("window", rl.window.is_some()),
+        ]
+    } else {
+        &[
+            ("rate", rl.rate.is_some()),
+            ("per", rl.per.is_some()),
+            ("burst", rl.burst.is_some()),
+            ("delay", rl.delay.is_some()),
+            ("nodelay", rl.nodelay.is_some()),
+        ]
+    };
+    if let Some((name, _)) = misplaced.iter().find(|(_, present)| *present) {
+        return Err(ctx.err(
+            format!("{k}.{name}"),
+            format!(
+                "not used by algorithm {:?} ({})",
+                kind.as_str(),
+                if is_bucket {
+                    "buckets take rate, per, burst"
+                } else {
+                    "windows take limit and window"
+                }
+            ),
+        ));
+    }
+    if kind == LimitKind::TokenBucket && (rl.delay.is_some() || rl.nodelay.is_some()) {
+        let name = if rl.delay.is_some() {
+            "delay"
+        } else {
+            "nodelay"
+        };
+        return Err(ctx.err(
+            format!("{k}.{name}"),
+            "only the leaky bucket takes delay/nodelay",
+        ));
+    }
+    let required = |name: &str, v: Option<u64>, family: &str| {
+        let v = v.ok_or_else(|| {
+            ctx.err(
+                format!("{k}.{name}"),
+                format!("missing ({family} need {name})"),
+            )
+        })?;
+        at_least_1(ctx, &format!("{k}.{name}"), v)
+    };
+    let built = if is_bucket {
+        let rate = required("rate", rl.rate, "buckets")?;
+        let per = nonzero_dur(
+            ctx,
+            &format!("{k}.per"),
+            rl.per.unwrap_or(Dur(Duration::from_secs(1))),
+        )?
+        .nanos();
+        if kind == LimitKind::TokenBucket {
+            let burst = at_least_1(ctx, &format!("{k}.burst"), rl.burst.unwrap_or(rate))?;
+            Limit::token_bucket(rate, per, burst)
+        } else {
+            let burst = at_least_1(ctx, &format!("{k}.burst"), rl.burst.unwrap_or(1))?;
+            let nodelay = rl.nodelay.unwrap_or(false);
+            if nodelay && rl.delay.is_some() {
+                return Err(ctx.err(format!("{k}.delay"), "use either delay or nodelay"));
+            }
+            let delay = rl.delay.unwrap_or(0);
+            if delay > burst {
+                return Err(ctx.err(
+                    format!("{k}.delay"),
+                    format!("must not exceed burst ({burst})"),
+                ));
+            }
+            Limit::leaky_bucket(rate, per, burst, delay, nodelay)
+        }
+    } else {
+        let limit = required("limit", rl.limit, "windows")?;
+        let window = rl
+            .window
+            .ok_or_else(|| ctx.err(format!("{k}.window"), "missing (windows need window)"))?;
+        let window = nonzero_dur(ctx, &format!("{k}.window"), window)?.nanos();
+        match kind {
+            LimitKind::FixedWindow => Limit::fixed_window(limit, window),
+            LimitKind::SlidingWindow => Limit::sliding_window(limit, window),
+            _ => {
+                if limit > MAX_SLIDING_LOG_LIMIT {
+                    return Err(ctx.err(
+                        format!("{k}.limit"),
+                        format!(
+                            "sliding_log keeps every event: at most {MAX_SLIDING_LOG_LIMIT} (use sliding_window for larger limits)"
+                        ),
+                    ));
+                }
+                Limit::sliding_log(limit, window)
+            }
+        }
+    };
+    built.map_err(|e| {
+        core_err(ctx, k, e, |f| {
+            if f.starts_with("burst") { "burst" } else { f }.to_string()
+        })
+    })
+}

@@ -1,0 +1,241 @@
+//! The rate-limit step of a request: the route's limiter state (kept across reloads while
+//! its limit is unchanged) and the per-request check — local table or global store,
+//! shadow mode, the IETF `RateLimit` fields, and the leaky bucket's shaping delay.
+
+use super::layer::{Mode, OnStoreError, RateLimitPolicy, Scope};
+use super::local::{KeyedLimiter, keyed_limiter};
+use crate::metrics::RouteMetrics;
+use crate::outcome::Outcome;
+use crate::store::{GlobalStore, StoreError, StoreRequest, store_key};
+use crate::text::HeaderText;
+use crate::timer::{Either, Timer, select};
+use std::sync::Arc;
+use std::time::Duration;
+use weir_core::{Clock, Decision, Limit, Nanos, Verdict};
+
+/// A route's local keyed table, with the parameters it was built for.
+pub(crate) struct LocalTable {
+    params: (Limit, u64),
+    limiter: Box<dyn KeyedLimiter>,
+}
+
+/// A route's rate-limit runtime.
+pub(crate) struct RateLimiter {
+    /// `scope = "local"`: the keyed table (`None` for global routes).
+    local: Option<Arc<LocalTable>>,
+    /// `"ROUTE";q=Q;w=W`, prepared once.
+    policy_header: HeaderText,
+}
+
+impl RateLimiter {
+    /// The runtime of `p` on route `id`, keeping `prev`'s table when its limit and
+    /// `max_keys` are unchanged (a reload keeps the counts).
+    pub(crate) fn build(p: &RateLimitPolicy, id: &str, prev: Option<&RateLimiter>) -> RateLimiter {
+        let (q, w) = p.quota_window();
+        let local = match p.scope {
+            Scope::Global => None,
+            Scope::Local => {
+                let params = (p.limit, p.max_keys);
+                prev.and_then(|r| r.local.as_ref())
+                    .filter(|t| t.params == params)
+                    .cloned()
+                    .or_else(|| {
+                        Some(Arc::new(LocalTable {
+                            params,
+                            limiter: keyed_limiter(&p.limit, p.max_keys)?,
+                        }))
+                    })
+            }
+        };
+        RateLimiter {
+            local,
+            policy_header: HeaderText::from(format!("\"{id}\";q={q};w={w}")),
+        }
+    }
+}
+
+/// Where a global limit is asked, and how long the engine waits for it.
+pub(crate) struct Store<'a> {
+    /// The installed store (`None`: behaves as a failing store).
+    pub store: Option<Arc<dyn GlobalStore>>,
+    /// `[store] timeout_ms`.
+    pub timeout: Duration,
+    /// The engine's clock.
+    pub clock: &'a (dyn Clock + Send + Sync),
+}
+
+/// What the rate-limit step decided for one request.
+#[derive(Default)]
+pub(crate) struct Checked {
+    /// `remaining` of the decision, for the access log.
+    pub remaining: Option<u64>,
+    /// Headers for the response (`RateLimit-Policy`, `RateLimit`, `x-weir-ratelimit`).
+    pub headers: Vec<(&'static str, HeaderText)>,
+    /// The store failed and `on_store_error = "allow"` let the request pass.
+    pub bypassed: bool,
+    /// Shadow mode: what would have been rejected.
+    pub shadow: Option<Outcome>,
+    /// Enforced rejection: the outcome and, for 429, `Retry-After` in seconds.
+    pub reject: Option<(Outcome, Option<u64>)>,
+}
+
+/// The rate-limit step: one acquisition (local table or global store) for the request's
+/// descriptor (`key`: its table hash, and its digest for the store), then the `RateLimit` fields, the verdict and any shaping delay (slept on
+/// `timer`; it counts against the deadline, whose rest is `budget`).
+///
+/// A leaky-bucket delay that would end after the total deadline is answered at once with
+/// 429 `rate_limited` (`Retry-After` = the delay): the request could not be served in its
+/// budget, and the client learns when its turn would come, rather than waiting for a
+/// certain 504.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn check<T: Timer>(
+    p: &RateLimitPolicy,
+    rt: &RateLimiter,
+    route_id: &str,
+    key: (u64, impl FnOnce() -> String),
+    store: Store<'_>,
+    deadline: impl Fn(Nanos) -> Nanos,
+    metrics: &RouteMetrics,
+    timer: &T,
+) -> Checked {
+    let mut out = Checked::default();
+    let shadow = p.mode == Mode::Shadow;
+    let decision = match (&rt.local, p.scope) {
+        (Some(t), _) => {
+            let a = t.limiter.acquire(key.0, store.clock.now(), 1);
+            if a.overflow {
+                metrics.overflow.inc();
+            }
+            Some(a.decision)
+        }
+        (None, Scope::Local) => None,
+        (None, Scope::Global) => {
+            let req = StoreRequest {
+                key: store_key(route_id, &(key.1)()),
+                route: route_id.to_string(),
+                limit: p.limit,
+                cost: 1,
+            };
+            match store_acquire(&store, timer, req).await {
+                Ok(d) => Some(d),
+                Err(_) => {
+                    match p.on_store_error {
+                        OnStoreError::Deny if !shadow => {
+                            out.reject = Some((Outcome::RatelimitStoreUnavailable, None));
+                            return out;
+                        }
+                        OnStoreError::Deny => {
+                            out.shadow = Some(Outcome::RatelimitStoreUnavailable);
+                            metrics.shadow.inc();
+                        }
+                        OnStoreError::Allow => {
+                            out.bypassed = true;
+                            out.headers
+                                .push(("x-weir-ratelimit", HeaderText::from_static("bypassed")));
+                            metrics.bypassed.inc();
+                        }
+                    }
+                    None
+                }
+            }
+        }
+    };
+    let Some(d) = decision else { return out };
+    out.remaining = Some(d.remaining);
+    let over_budget = matches!(d.verdict, Verdict::Delay(dl) if dl > deadline(store.clock.now()));
+    let rejected = d.verdict == Verdict::Reject || over_budget;
+    let t = if d.verdict == Verdict::Reject {
+        d.retry_after.as_secs_ceil().max(1)
+    } else if over_budget {
+        d.delay().as_secs_ceil().max(1)
+    } else {
+        d.reset_after.as_secs_ceil()
+    };
+    out.headers
+        .push(("ratelimit-policy", rt.policy_header.clone()));
+    out.headers
+        .push(("ratelimit", ratelimit_field(route_id, &d, t)));
+    if rejected {
+        if shadow {
+            if out.shadow.is_none() {
+                out.shadow = Some(Outcome::RateLimited);
+            }
+            metrics.shadow.inc();
+        } else {
+            out.reject = Some((Outcome::RateLimited, Some(t)));
+        }
+    } else if let Verdict::Delay(dl) = d.verdict
+        && !shadow
+    {
+        // Shaping: hold the request; the time counts against the deadline.
+        timer.sleep(dl.into()).await;
+    }
+    out
+}
+
+/// Asks the store, bounded by the store timeout raced against the frontend's timer.
+async fn store_acquire<T: Timer>(
+    s: &Store<'_>,
+    timer: &T,
+    req: StoreRequest,
+) -> Result<Decision, StoreError> {
+    let Some(store) = &s.store else {
+        return Err(StoreError("no global store installed".into()));
+    };
+    let fut = store.acquire(req);
+    let sleep = core::pin::pin!(timer.sleep(s.timeout));
+    match select(fut, sleep).await {
+        Either::Left(r) => r,
+        Either::Right(()) => Err(StoreError(format!("timed out after {:?}", s.timeout))),
+    }
+}
+
+/// `"<id>";r=<remaining>;t=<seconds>`, built without `format!` (hot path), in a buffer of
+/// the exact size: the header map then takes it as is (`Bytes` from a `Vec` with spare
+/// capacity allocates a header).
+fn ratelimit_field(id: &str, d: &Decision, t: u64) -> HeaderText {
+    let len = id.len() + "\"\";r=;t=".len() + dec_len(d.remaining) + dec_len(t);
+    let mut v = String::with_capacity(len);
+    v.push('"');
+    v.push_str(id);
+    v.push_str("\";r=");
+    push_u64(&mut v, d.remaining);
+    v.push_str(";t=");
+    push_u64(&mut v, t);
+    HeaderText::from(v)
+}
+
+/// The number of decimal digits of `n`.
+fn dec_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
+/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
+fn push_u64(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        s.push(char::from(b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn push_u64_matches_display() {
+        for n in [0u64, 7, 10, 99, 1000, 123_456_789, u64::MAX] {
+            let mut s = String::from("x");
+            super::push_u64(&mut s, n);
+            assert_eq!(s, format!("x{n}"));
+            assert_eq!(super::dec_len(n), n.to_string().len());
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The runtime state behind one config revision: each route with its policies' state,
+//! built by each policy's own `build` step (which keeps the previous revision's state when
+//! the policy is unchanged), and what every request shares (clock, store, metrics, log).
+
+use crate::accesslog::AccessLog;
+use crate::breaker::service::Breaker;
+use crate::concurrency::service::Concurrency;
+use crate::metrics::{Metrics, RouteMetrics};
+use crate::policy::{PolicySet, RoutePolicy, UpstreamSettings};
+use crate::ratelimit::service::RateLimiter;
+use crate::retry::service::Retry;
+use crate::store::GlobalStore;
+use crate::text::HeaderText;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use weir_core::{Clock, Nanos};
+
+/// What every request of every revision shares.
+pub(crate) struct Shared {
+    pub live: ArcSwap<Live>,
+    pub clock: Arc<dyn Clock + Send + Sync>,
+    pub store: ArcSwapOption<Arc<dyn GlobalStore>>,
+    pub metrics: Metrics,
+    pub log: AccessLog,
+    /// The keyed-table hash key (random per engine).
+    pub table_key: (u64, u64),
+    /// Request ids generated.
+    pub seq: AtomicU64,
+    /// Flows begun (seeds each flow's jitter generator).
+    pub flows: AtomicU64,
+    /// The engine's seed: request ids, breaker jitter, retry-backoff jitter.
+    pub seed: u64,
+}
+
+impl Shared {
+    pub(crate) fn new_request_id(&self) -> String {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let mut r = weir_core::SplitMix64::new(self.seed ^ n.rotate_left(17));
+        use weir_core::Rng;
+        let id = crate::descriptor::push_hex(String::with_capacity(32), r.next_u64().into(), 16);
+        crate::descriptor::push_hex(id, (n ^ self.seed).into(), 16)
+    }
+}
+
+/// A route with its runtime state.
+pub(crate) struct RouteRuntime {
+    pub policy: RoutePolicy,
+    pub upstream: Arc<UpstreamSettings>,
+    pub rate_limit: Option<RateLimiter>,
+    pub concurrency: Option<Arc<Concurrency>>,
+    pub breaker: Option<Arc<Breaker>>,
+    pub retry: Retry,
+    /// Metric handles with this route's labels, resolved once.
+    pub metrics: RouteMetrics,
+    /// Round-robin position over the upstream's endpoints.
+    pub rr: AtomicUsize,
+}
+
+/// One revision of the config with its state.
+pub(crate) struct Live {
+    pub revision: u64,
+    pub set: Arc<PolicySet>,
+    pub routes: Vec<Arc<RouteRuntime>>,
+    /// `x-weir-instance`, prepared once.
+    pub instance: HeaderText,
+}
+
+impl Live {
+    /// Revision `revision` of `set`; state of unchanged policies is taken from `old`.
+    pub(crate) fn build(
+        revision: u64,
+        set: Arc<PolicySet>,
+        old: Option<&Live>,
+        seed: u64,
+        metrics: &Metrics,
+    ) -> Live {
+        let routes = set
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let prev = old.and_then(|o| o.routes.iter().find(|r| r.policy.id == p.id));
+                Arc::new(route_runtime(&set, i, p, prev.map(|r| &**r), seed, metrics))
+            })
+            .collect();
+        Live {
+            revision,
+            instance: HeaderText::from(set.server.instance.clone()),
+            set,
+            routes,
+        }
+    }
+}
+
+fn route_runtime(
+    set: &PolicySet,
+    i: usize,
+    p: &RoutePolicy,
+    prev: Option<&RouteRuntime>,
+    seed: u64,
+    metrics: &Metrics,
+) -> RouteRuntime {
+    let upstream = set
+        .upstream(&p.upstream)
+        .cloned()
+        .expect("validated: route upstream exists");
+    let total = Nanos::from(p.timeouts.total.0);
+    let breaker = p.breaker.as_ref().map(|b| {
+        let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Breaker::build(b, total, seed, prev.and_then(|r| r.breaker.as_ref()))
+    });
+    RouteRuntime {
+        rate_limit: p
+            .rate_limit
+            .as_ref()
+            .map(|rl| RateLimiter::build(rl, &p.id, prev.and_then(|r| r.rate_limit.as_ref()))),
+        concurrency: p
+            .concurrency
+            .as_ref()
+            .map(|c| Concurrency::build(c, prev.and_then(|r| r.concurrency.as_ref()))),
+        retry: Retry::build(&p.retry, prev.map(|r| &r.retry)),
+        metrics: metrics.for_route(&p.id, breaker.is_some()),
+        breaker,
+        policy: p.clone(),
+        upstream,
+        rr: AtomicUsize::new(prev.map_or(0, |r| r.rr.load(Ordering::Relaxed))),
+    }
+}
