@@ -42,14 +42,9 @@ fn bad(s: &[u8]) {
     );
 }
 
-const TYPICAL: &[u8] = b"GET /api/v1/orders?id=42&expand=items HTTP/1.1\r\n\
-Host: api.example.com\r\n\
-User-Agent: Mozilla/5.0 (X11; Linux x86_64) curl/8.5.0\r\n\
-Accept: application/json, text/plain, */*\r\n\
-Accept-Encoding: gzip, deflate, br\r\n\
-X-Consumer-Id: team-blue-42\r\n\
-X-Request-Id: 0f8e6a1c-5b7d-4c2e-9a3f-1d2c3b4a5e6f\r\n\
-Connection: keep-alive\r\n\r\n";
+/// A typical browser-like request head (313 bytes, CRLF line endings), shared by the tests
+/// and `examples/parse_speed.rs`.
+const TYPICAL: &[u8] = include_bytes!("../examples/typical_head.http");
 
 #[test]
 fn parses_typical_request() {
@@ -463,6 +458,13 @@ x-weir-instance: gw-a\r\ncontent-length: 2\r\n\r\n"
     );
 }
 
+/// `write_response_head` into a new buffer.
+fn rewrite_response(h: &ResponseHead, framing: BodyFraming, extra: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_response_head(h, framing, extra, &mut out);
+    out
+}
+
 #[test]
 fn response_rewrite() {
     let h = resp_ok(
@@ -470,13 +472,7 @@ fn response_rewrite() {
 Transfer-Encoding: chunked\r\nX-Upstream: blue\r\n\r\n",
         false,
     );
-    let mut out = Vec::new();
-    write_response_head(
-        &h,
-        BodyFraming::Chunked,
-        &[("x-weir-attempts", b"2")],
-        &mut out,
-    );
+    let out = rewrite_response(&h, BodyFraming::Chunked, &[("x-weir-attempts", b"2")]);
     assert_eq!(
         out,
         b"HTTP/1.1 200 Fine\r\nContent-Type: text/plain\r\nX-Upstream: blue\r\nx-weir-attempts: 2\r\n\
@@ -484,18 +480,11 @@ transfer-encoding: chunked\r\n\r\n"
     );
     // HEAD / 304: keep the representation's Content-Length.
     let h = resp_ok(b"HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n", true);
-    let mut out = Vec::new();
-    write_response_head(&h, h.framing(), &[], &mut out);
+    let out = rewrite_response(&h, h.framing(), &[]);
     assert_eq!(out, b"HTTP/1.1 200 OK\r\ncontent-length: 42\r\n\r\n");
     // Close-delimited upstream body forwarded to an HTTP/1.0 client; empty reason filled in.
     let h = resp_ok(b"HTTP/1.1 503\r\n\r\n", false);
-    let mut out = Vec::new();
-    write_response_head(
-        &h,
-        BodyFraming::UntilClose,
-        &[("connection", b"close")],
-        &mut out,
-    );
+    let out = rewrite_response(&h, BodyFraming::UntilClose, &[("connection", b"close")]);
     assert_eq!(
         out,
         b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\r\n"
