@@ -81,7 +81,6 @@ impl Demo {
             ),
             format!("curl -i {u}/slow                    # 504 after the 500 ms total budget"),
             format!("curl -i -X POST -d '{{}}' {u}/orders  # proxied once, never retried"),
-            format!("curl -s {u}/stats                   # attempts the upstream saw"),
             format!("curl -i {u}/nowhere                 # 404 no_route"),
         ];
         for line in lines {
@@ -115,7 +114,7 @@ mod tests {
         assert!(!text.contains(weir_demo::DEFAULT_BLUE_ADDR));
         let set = weir_policy::Engine::from_toml(&text, "demo.toml").unwrap();
         let described = set.describe();
-        for route in ["ok", "flaky", "slow", "orders", "stats"] {
+        for route in ["ok", "flaky", "slow", "orders"] {
             assert!(described.contains(route), "{route}: {described}");
         }
     }
