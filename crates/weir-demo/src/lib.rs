@@ -1,7 +1,7 @@
 //! # weir-demo
 //!
-//! The demo upstreams of weir's `--demo` mode (CONTRACT §6) and a small blocking client, for
-//! the gateway binaries and end-to-end tests. Plain `std::net` and one thread per connection:
+//! The demo upstreams of weir's `--demo` mode (`weir-cli`'s demo, docs/FRONTENDS.md) and a
+//! small blocking client, for the gateway binaries and end-to-end tests. Plain `std::net` and one thread per connection:
 //! this is a test server, bounded to [`MAX_CONNECTIONS`] connections, bound to loopback only.
 //! It parses with `weir-http`, so it is as strict as the gateway.
 //!

@@ -1,4 +1,5 @@
-//! End-to-end scenarios of CONTRACT.md, run against a real frontend binary on loopback.
+//! End-to-end scenarios of the behaviour docs/HTTP.md and docs/CONFIG.md describe, run against
+//! a real frontend binary on loopback.
 //!
 //! The scenarios are plain functions taking the path of the binary under test, so every
 //! frontend runs the same suite: its `tests/e2e.rs` is one line,

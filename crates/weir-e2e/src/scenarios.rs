@@ -47,6 +47,13 @@ fn demo(name: &str) -> DemoUpstream {
     DemoUpstream::start(name, "127.0.0.1:0").expect("demo upstream")
 }
 
+/// A gateway on `routes` with one demo upstream, named `name` in the config.
+fn with_demo(bin: &Path, name: &str, routes: &str) -> (DemoUpstream, Gateway) {
+    let up = demo(name);
+    let gw = Gateway::start(bin, &config(&[(name, up.addr())], routes));
+    (up, gw)
+}
+
 fn route(id: &str, prefix: &str, upstream: &str) -> String {
     format!(
         "[[routes]]\nid = \"{id}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"{upstream}\"\n\n"
@@ -75,11 +82,7 @@ fn assert_gateway_made(r: &client::Resp, status: u16, reason: &str) {
 
 /// A path no route matches is 404 `no_route` with the standard headers.
 pub fn no_route_is_404(bin: &Path) {
-    let blue = demo("blue");
-    let gw = Gateway::start(
-        bin,
-        &config(&[("blue", blue.addr())], &route("ok", "/ok", "blue")),
-    );
+    let (_blue, gw) = with_demo(bin, "blue", &route("ok", "/ok", "blue"));
     let r = client::get(gw.addr, "/nowhere", &[]);
     assert_gateway_made(&r, 404, "no_route");
     // The main port never serves admin paths: they are routed like any other path.
@@ -89,12 +92,11 @@ pub fn no_route_is_404(bin: &Path) {
 
 /// Two per minute: 200, 200, then 429 with Retry-After and the RateLimit fields (T = Retry-After).
 pub fn rate_limit_429_with_headers(bin: &Path) {
-    let blue = demo("blue");
     let routes = format!(
         "{}[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\nper = \"60s\"\nburst = 2\nkey = [\"route\"]\n\n",
         route("ok", "/ok", "blue")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (_blue, gw) = with_demo(bin, "blue", &routes);
     for i in 0..2 {
         let r = client::get(gw.addr, "/ok", &[]);
         assert_eq!(r.status, 200, "request {i}: {r:?}");
@@ -135,8 +137,7 @@ fn flaky_routes() -> String {
 
 /// The first attempt of a key gets 503 from the upstream; the gateway retries: 200, 2 attempts.
 pub fn flaky_retried_with_idempotency_key(bin: &Path) {
-    let blue = demo("blue");
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &flaky_routes()));
+    let (_blue, gw) = with_demo(bin, "blue", &flaky_routes());
     let key = unique("k");
     let r = client::get(gw.addr, "/flaky", &[&format!("idempotency-key: {key}")]);
     assert_eq!(r.status, 200, "{r:?}");
@@ -145,8 +146,7 @@ pub fn flaky_retried_with_idempotency_key(bin: &Path) {
 
 /// A POST without an idempotency key is never retried: the upstream's 503 passes through.
 pub fn post_without_key_not_retried(bin: &Path) {
-    let blue = demo("blue");
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &flaky_routes()));
+    let (_blue, gw) = with_demo(bin, "blue", &flaky_routes());
     let mut c = Client::connect(gw.addr).unwrap();
     let r = c
         .exchange(
@@ -168,12 +168,11 @@ pub fn post_without_key_not_retried(bin: &Path) {
 
 /// Upstream answers after 350 ms; per-try 200 ms, total 500 ms: 504 before ~600 ms.
 pub fn slow_upstream_504_within_total_budget(bin: &Path) {
-    let green = demo("green");
     let routes = format!(
         "{}[routes.timeouts]\ntotal = \"500ms\"\nper_try = \"200ms\"\n\n[routes.retry]\nmax_attempts = 3\non = [\"per_try_timeout\"]\nbackoff = {{ base = \"25ms\", max = \"50ms\", jitter = \"full\" }}\n\n",
         route("slow", "/slow", "green")
     );
-    let gw = Gateway::start(bin, &config(&[("green", green.addr())], &routes));
+    let (_green, gw) = with_demo(bin, "green", &routes);
     let t = Instant::now();
     let r = client::get(gw.addr, "/slow", &[]);
     let took = t.elapsed();
@@ -498,11 +497,7 @@ pub fn invalid_upstream_response_502(bin: &Path) {
 
 /// `/metrics` exposes every family from start-up; `/healthz`, `/admin/config`; 404 elsewhere.
 pub fn admin_metrics_healthz_config(bin: &Path) {
-    let blue = demo("blue");
-    let gw = Gateway::start(
-        bin,
-        &config(&[("blue", blue.addr())], &route("ok", "/ok", "blue")),
-    );
+    let (_blue, gw) = with_demo(bin, "blue", &route("ok", "/ok", "blue"));
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
     let m = gw.admin("GET", "/metrics");
     assert_eq!(m.status, 200);
@@ -598,12 +593,11 @@ pub fn breaker_opens_then_fallback(bin: &Path) {
 
 /// SIGINT while a request is in flight: it completes, new connections are refused, exit 0.
 pub fn sigint_drains_in_flight_and_exits_0(bin: &Path) {
-    let green = demo("green");
     let routes = format!(
         "{}[routes.timeouts]\ntotal = \"3s\"\n\n",
         route("slow", "/slow", "green")
     );
-    let mut gw = Gateway::start(bin, &config(&[("green", green.addr())], &routes));
+    let (_green, mut gw) = with_demo(bin, "green", &routes);
     let addr = gw.addr;
     let inflight = thread::spawn(move || client::get(addr, "/slow", &[]));
     // An idle keep-alive connection must not hold the drain up.
@@ -815,12 +809,11 @@ pub fn global_limit_shared_and_store_failure_explicit(bin: &Path) {
 /// A leaky bucket (nginx `limit_req` semantics: rate 10/s, burst 5, every excess request
 /// delayed) shapes a burst of 8: 6 pass, spread ~100 ms apart, 2 get 429 with Retry-After.
 pub fn leaky_bucket_shapes_a_burst(bin: &Path) {
-    let blue = demo("blue");
     let routes = format!(
         "{}[routes.rate_limit]\nalgorithm = \"leaky_bucket\"\nrate = 10\nper = \"1s\"\nburst = 5\nkey = [\"route\"]\n\n",
         route("shaped", "/ok", "blue")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (blue, gw) = with_demo(bin, "blue", &routes);
     let addr = gw.addr;
     // Connect first, then fire all heads together.
     let clients: Vec<Client> = (0..8).map(|_| Client::connect(addr).unwrap()).collect();
@@ -966,13 +959,12 @@ pub fn concurrency_queue_full_timeout_and_proceed(bin: &Path) {
 /// Shadow mode never rejects: would-be rejections are counted in
 /// `weir_shadow_rejections_total` and logged with `"shadow"`.
 pub fn shadow_mode_counts_but_never_rejects(bin: &Path) {
-    let blue = demo("blue");
     let routes = format!(
         "{}{}",
         route("sh", "/ok", "blue"),
         token_bucket(1, "60s", 1, "mode = \"shadow\"")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (blue, gw) = with_demo(bin, "blue", &routes);
     for i in 0..3 {
         let r = client::get(gw.addr, "/ok", &[]);
         assert_eq!(r.status, 200, "request {i} passes in shadow mode: {r:?}");
@@ -991,12 +983,11 @@ pub fn shadow_mode_counts_but_never_rejects(bin: &Path) {
 /// A missing key part is 403 `empty_key` (an empty header value counts as missing); a key
 /// part longer than `max_key_bytes` is 400 `key_too_long`. Neither reaches the upstream.
 pub fn empty_key_403_and_key_too_long_400(bin: &Path) {
-    let blue = demo("blue");
     let routes = format!(
         "{}[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 100\nper = \"1s\"\nburst = 100\nkey = [\"route\", \"header:x-consumer-id\"]\ndeny_empty_key = true\nmax_key_bytes = 16\n\n",
         route("keyed", "/ok", "blue")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (blue, gw) = with_demo(bin, "blue", &routes);
     assert_gateway_made(&client::get(gw.addr, "/ok", &[]), 403, "empty_key");
     assert_gateway_made(
         &client::get(gw.addr, "/ok", &["x-consumer-id: "]),
@@ -1020,7 +1011,6 @@ pub fn empty_key_403_and_key_too_long_400(bin: &Path) {
 /// `[log] access = PATH`: one JSON line per request with the contract's fields, written
 /// within a second; never the Authorization header, cookies, the raw key or the query string.
 pub fn access_log_fields_and_redaction(bin: &Path) {
-    let blue = demo("blue");
     let dir = crate::harness::scratch_dir();
     let log_path = dir.join("access.log");
     let routes = format!(
@@ -1028,7 +1018,7 @@ pub fn access_log_fields_and_redaction(bin: &Path) {
         route("ok", "/ok", "blue"),
         log_path.display().to_string()
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (_blue, gw) = with_demo(bin, "blue", &routes);
     let r = client::get(
         gw.addr,
         "/ok?token=s3cr3t-query",
@@ -1152,13 +1142,12 @@ pub fn every_response_has_request_id_and_instance(bin: &Path) {
 /// Every metric family has its `# TYPE` line from start-up, before any request; after
 /// traffic the series carry the route label.
 pub fn metrics_families_from_start_up_with_route_labels(bin: &Path) {
-    let blue = demo("blue");
     let routes = format!(
         "{}{}",
         route("ok", "/ok", "blue"),
         token_bucket(1, "60s", 1, "")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", blue.addr())], &routes));
+    let (_blue, gw) = with_demo(bin, "blue", &routes);
     let text = gw.admin("GET", "/metrics").text();
     for (family, kind) in [
         ("weir_requests_total", "counter"),
@@ -1319,13 +1308,12 @@ pub fn bad_chunk_after_forwarding_counted_once(bin: &Path) {
 /// and the dead backend sees no more attempts), it comes back, and the breaker recovers
 /// through HALF_OPEN by itself — no restart, no operator.
 pub fn breaker_three_phases_recover_through_half_open(bin: &Path) {
-    let up = demo("blue");
-    up.set_down(true);
     let routes = format!(
         "{}[routes.breaker]\nfailure_on = [\"5xx\", \"connect_failure\", \"timeout\", \"reset\", \"protocol_error\"]\nconsecutive_failures = 2\ncooldown = {{ base = \"400ms\", max = \"2s\", multiplier = 2.0, jitter = 0.0 }}\nhalf_open = {{ probes = 1, successes = 1 }}\nramp = \"0s\"\n\n[routes.fallback]\nstatus = 200\ncontent_type = \"application/json\"\nbody = '{{\"degraded\":true}}'\n\n",
         route("api", "/ok", "blue")
     );
-    let gw = Gateway::start(bin, &config(&[("blue", up.addr())], &routes));
+    let (up, gw) = with_demo(bin, "blue", &routes);
+    up.set_down(true);
     let attempts = |gw: &Gateway| -> f64 {
         let m = gw.admin("GET", "/metrics").text();
         [

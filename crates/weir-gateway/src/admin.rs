@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::thread;
 
-use weir_http::{self as http, Limits, Parsed};
+use weir_http::{self as http, Limits, Parsed, Persistence};
 use weir_policy::{Engine, Outcome};
 
 const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -99,13 +99,15 @@ fn write(
     body: &[u8],
     head_only: bool,
 ) -> io::Result<()> {
-    let mut hs: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
-    hs.push(("connection", b"close"));
     let mut out = Vec::with_capacity(256 + body.len());
-    http::write_response(&mut out, status, &hs, body);
-    if head_only {
-        out.truncate(out.len() - body.len());
-    }
+    http::write_response_with(
+        &mut out,
+        status,
+        headers,
+        Persistence::Close,
+        body,
+        head_only,
+    );
     s.write_all(&out)?;
     s.flush()
 }

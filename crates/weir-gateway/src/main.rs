@@ -18,7 +18,7 @@
 //! ## Host
 //! HTTP/1.1 requires a `Host` header (RFC 9112 §3.2) and `weir-http` rejects requests
 //! without one by default. The gateway accepts them, as nginx does for HTTP/1.0 and many
-//! proxies do for bare HTTP/1.1 clients (health checkers, `printf | nc` scripts): CONTRACT.md
+//! proxies do for bare HTTP/1.1 clients (health checkers, `printf | nc` scripts): docs/HTTP.md
 //! lists no such rejection, and a missing Host is not ambiguous the way a duplicate one is.
 //! Such a request is forwarded with `Host: ENDPOINT` (the upstream address, `ip:port`), since
 //! the upstream side always speaks HTTP/1.1. Several `Host` headers remain a 400
@@ -26,119 +26,42 @@
 //!
 //! Module map: [`worker`] runtimes, listeners and shutdown; [`proxy`] one client connection
 //! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
-//! buffer connection; [`admin`] the admin listener; [`demo`] `--demo`.
+//! buffer connection; [`admin`] the admin listener. The command line, `--check` and `--demo`
+//! are `weir-cli`'s, shared with weir-pingora.
 
 mod admin;
-mod demo;
 mod io;
 mod proxy;
 mod upstream;
 mod worker;
 
 use core::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread;
 
-use clap::{Parser, ValueEnum};
-use weir_policy::{Engine, Overrides};
+use weir_cli::{Cli, Driver, GatewayFlags, Ready, Serving};
 
 use crate::worker::{DriverKind, Shared};
 
-/// weir's monoio/io_uring gateway: rate limits, concurrency, breakers, timeouts and retries
-/// in front of HTTP/1.1 upstreams.
-#[derive(Debug, Parser)]
-#[command(name = "weir-gateway", version, about, long_about = None)]
-struct Cli {
-    /// Config file (TOML; see examples/gateway.toml).
-    #[arg(long, value_name = "PATH")]
-    config: Option<PathBuf>,
-    /// Listen address, overriding `server.listen`.
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<String>,
-    /// Admin address, overriding `server.admin` ("off" disables the admin API).
-    #[arg(long, value_name = "ADDR|off")]
-    admin: Option<String>,
-    /// Worker threads (0 = one per core), overriding `server.workers`.
-    #[arg(long, value_name = "N")]
-    workers: Option<usize>,
-    /// I/O driver; io_uring falls back to legacy (epoll) with a log line when refused.
-    #[arg(long, value_enum, default_value = "io_uring")]
-    driver: Driver,
-    /// Validate the config, print the routes and policies understood, exit 0 (valid) or 1.
-    #[arg(long)]
-    check: bool,
-    /// Start the demo upstreams (blue, green) on loopback with a matching config.
-    #[arg(long, conflicts_with = "config")]
-    demo: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Driver {
-    #[value(name = "io_uring", alias = "iouring", alias = "io-uring")]
-    IoUring,
-    #[value(name = "legacy", alias = "epoll")]
-    Legacy,
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("weir-gateway: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_cli::main(
+        "weir-gateway",
+        "weir's monoio/io_uring gateway: rate limits, concurrency, breakers, timeouts and \
+         retries in front of HTTP/1.1 upstreams.",
+        run,
+    )
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
-    let overrides = Overrides {
-        listen: cli.listen.clone(),
-        admin: cli.admin.clone(),
-        workers: cli.workers,
+fn run(cli: Cli<GatewayFlags>) -> Result<ExitCode, String> {
+    let Serving {
+        engine,
+        demo: demo_guard,
+        ..
+    } = match weir_cli::prepare(&cli)? {
+        Ready::Checked(code) => return Ok(code),
+        Ready::Serve(s) => s,
     };
-    if cli.check && !cli.demo {
-        let Some(path) = &cli.config else {
-            return Err("--check needs --config PATH".into());
-        };
-        return Ok(match Engine::check(path) {
-            Ok(set) => {
-                print!("{}", set.describe());
-                println!("{}: OK", path.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::FAILURE
-            }
-        });
-    }
-    let mut demo_guard = None;
-    let engine = if cli.demo {
-        let d = demo::start().map_err(|e| format!("cannot start the demo upstreams: {e}"))?;
-        let engine = Engine::from_toml(&d.config, "demo.toml").map_err(|e| e.to_string())?;
-        demo_guard = Some(d);
-        engine
-    } else {
-        let Some(path) = &cli.config else {
-            return Err(
-                "no config: pass --config PATH (see examples/gateway.toml) or --demo \
-                        (see --help)"
-                    .into(),
-            );
-        };
-        Engine::load(path).map_err(|e| e.to_string())?
-    };
-    let engine = engine
-        .try_with_overrides(overrides)
-        .map_err(|e| e.to_string())?;
-    if cli.check {
-        print!("{}", engine.describe());
-        println!("demo config: OK");
-        return Ok(ExitCode::SUCCESS);
-    }
     // `[store] kind = "redis"`: global limits (connects lazily; see "Global limits").
     let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
     let settings = engine.server();
@@ -146,7 +69,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         0 => thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let driver = match cli.driver {
+    let driver = match cli.frontend.driver {
         Driver::IoUring => DriverKind::IoUring,
         Driver::Legacy => DriverKind::Legacy,
     };

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weir_http::{
-    self as http, BodyDecoder, BodyFraming, Limits, RequestHead, ResponseHead, Version,
+    self as http, BodyDecoder, BodyFraming, HeadNext, HeadReader, HeadStop, HeadTimeouts, Limits,
+    Persistence, RequestHead, ResponseHead, Version,
 };
 use weir_policy::{
     Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Next, Outcome,
@@ -79,63 +80,40 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
     let mut out = Vec::with_capacity(4096);
     loop {
         let settings = w.engine.server();
-        if client.buffered() == 0 {
-            // Between requests: wait for the first byte of the next head.
-            let deadline = if first {
-                accepted + settings.header_timeout
-            } else {
-                Instant::now() + settings.idle_timeout
-            };
-            let stop = w.shared.listen();
-            if w.shared.stopping() {
-                return;
-            }
-            let r = monoio::select! {
-                r = client.fill_until(deadline) => Some(r),
-                _ = stop => None,
-            };
-            match r {
-                None => return,
-                Some(Ok(_)) => {}
-                Some(Err(IoFail::Timeout)) if first => {
-                    reject(&w, &mut client, &settings, Outcome::ClientTimeout, out).await;
-                    return;
-                }
-                Some(Err(_)) => return,
-            }
-        }
-        let head_deadline = if first {
-            accepted + settings.header_timeout
-        } else {
-            Instant::now() + settings.header_timeout
-        };
-        // A missing Host is accepted (see the crate docs, "Host"); a duplicate one is not.
-        let limits = Limits {
-            require_host: false,
-            ..Limits::with_max_head_bytes(settings.max_header_bytes)
-        };
+        let mut reader = HeadReader::new(
+            head_limits(&settings),
+            HeadTimeouts {
+                header: settings.header_timeout,
+                idle: settings.idle_timeout,
+            },
+            first.then_some(accepted),
+        );
         let head_len = loop {
-            match http::parse_request_into(&mut head, client.data(), &limits) {
-                Ok(Some(n)) => break n,
-                Ok(None) => match client.fill_until(head_deadline).await {
-                    Ok(_) => {}
-                    Err(IoFail::Timeout) => {
-                        reject(&w, &mut client, &settings, Outcome::ClientTimeout, out).await;
-                        return;
-                    }
-                    Err(_) => return,
-                },
-                Err(e) => {
-                    reject(
-                        &w,
-                        &mut client,
-                        &settings,
-                        Outcome::malformed(e.reason()),
-                        out,
-                    )
-                    .await;
+            let (until, idle) = match reader.step(&mut head, client.data(), Instant::now) {
+                Ok(HeadNext::Complete(n)) => break n,
+                Ok(HeadNext::Read { until, idle }) => (until, idle),
+                Err(stop) => return close(&w, &mut client, &settings, stop, out).await,
+            };
+            let read = if idle {
+                // Between requests: a drain must not wait for the next head.
+                let stop = w.shared.listen();
+                if w.shared.stopping() {
                     return;
                 }
+                monoio::select! {
+                    r = client.fill_until(until) => r,
+                    _ = stop => return,
+                }
+            } else {
+                client.fill_until(until).await
+            };
+            match read {
+                Ok(_) => {}
+                Err(IoFail::Timeout) => {
+                    return close(&w, &mut client, &settings, reader.timed_out(), out).await;
+                }
+                // A head cut short by the client: nobody is left to answer.
+                Err(_) => return,
             }
         };
         client.consume(head_len);
@@ -148,43 +126,36 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
     }
 }
 
-/// Answers a request the HTTP layer could not accept (400/408/414/431/505) and closes.
-async fn reject(
+/// The parse limits of `settings`. A missing Host is accepted (see the crate docs, "Host");
+/// a duplicate one is not.
+fn head_limits(settings: &ServerSettings) -> Limits {
+    Limits {
+        require_host: false,
+        ..Limits::with_max_head_bytes(settings.max_header_bytes)
+    }
+}
+
+/// Ends a connection whose head could not be read: answers what the HTTP layer rejected
+/// (400/408/414/431/505) and closes.
+async fn close(
     w: &Worker,
     client: &mut Conn,
     settings: &ServerSettings,
-    outcome: Outcome,
+    stop: HeadStop,
     mut out: Vec<u8>,
 ) {
-    let resp = w.engine.reject_malformed(outcome, None);
-    out.clear();
-    gateway_bytes(&resp, false, false, false, &mut out);
-    let _ = client.write_all(out, settings.idle_timeout).await;
-    client.shutdown().await;
+    if let HeadStop::Reject(e) = stop {
+        let resp = w.engine.reject_malformed(Outcome::malformed(e.reason()), None);
+        out.clear();
+        gateway_bytes(&resp, false, Persistence::Close, &mut out);
+        let _ = client.write_all(out, settings.idle_timeout).await;
+        client.shutdown().await;
+    }
 }
 
 /// Serialises a response the gateway makes itself.
-fn gateway_bytes(
-    resp: &GatewayResponse,
-    head_only: bool,
-    keep: bool,
-    http10: bool,
-    out: &mut Vec<u8>,
-) {
-    let mut hs: Vec<(&str, &[u8])> = resp
-        .headers
-        .iter()
-        .map(|(n, v)| (*n, v.as_bytes()))
-        .collect();
-    if !keep {
-        hs.push(("connection", b"close"));
-    } else if http10 {
-        hs.push(("connection", b"keep-alive"));
-    }
-    http::write_response(out, resp.status, &hs, &resp.body);
-    if head_only {
-        out.truncate(out.len() - resp.body.len());
-    }
+fn gateway_bytes(resp: &GatewayResponse, head_only: bool, conn: Persistence, out: &mut Vec<u8>) {
+    http::write_response_with(out, resp.status, &resp.headers, conn, &resp.body, head_only);
 }
 
 /// Writes `out` to the client (handing the buffer back); false when the client is gone.
@@ -321,13 +292,8 @@ async fn respond(
     // An unread request body would be taken for the next request: close instead.
     let keep = head.keep_alive() && dec.is_done() && !w.shared.stopping();
     out.clear();
-    gateway_bytes(
-        &resp,
-        head.is_head(),
-        keep,
-        head.version() == Version::Http10,
-        out,
-    );
+    let conn = Persistence::new(keep, head.version() == Version::Http10);
+    gateway_bytes(&resp, head.is_head(), conn, out);
     // Finished before the bytes go out: a client that has the response can count on seeing
     // it in /metrics (and the log), however fast it asks. A client gone during this last
     // write is therefore not recorded as `client_aborted`.
@@ -354,7 +320,7 @@ async fn client_failed(
     // One request, counted once under its route (not also under "-").
     let resp = flow.reject(reason);
     out.clear();
-    gateway_bytes(&resp, false, false, false, out);
+    gateway_bytes(&resp, false, Persistence::Close, out);
     flow.finish(resp.status, None);
     let _ = send(client, out, idle).await;
 }

@@ -7,14 +7,9 @@ use std::time::Instant;
 
 use weir_http::{Limits, RequestHead, parse_request, parse_request_into};
 
-const HEAD: &[u8] = b"GET /api/v1/orders?id=42&expand=items HTTP/1.1\r\n\
-Host: api.example.com\r\n\
-User-Agent: Mozilla/5.0 (X11; Linux x86_64) curl/8.5.0\r\n\
-Accept: application/json, text/plain, */*\r\n\
-Accept-Encoding: gzip, deflate, br\r\n\
-X-Consumer-Id: team-blue-42\r\n\
-X-Request-Id: 0f8e6a1c-5b7d-4c2e-9a3f-1d2c3b4a5e6f\r\n\
-Connection: keep-alive\r\n\r\n";
+/// A typical browser-like request head (313 bytes, CRLF line endings), shared by the tests
+/// and `examples/parse_speed.rs`.
+const HEAD: &[u8] = include_bytes!("typical_head.http");
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -30,6 +30,16 @@ pub struct Step {
     pub data: Range<usize>,
 }
 
+/// The CR or LF of a line ending the chunked coding requires here.
+#[inline(always)]
+fn crlf(b: u8, want: u8) -> Result<(), BodyError> {
+    if b == want {
+        Ok(())
+    } else {
+        Err(BodyError::MissingCrlf)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Reading hex digits of a chunk size; `bool` = at least one digit seen.
@@ -150,9 +160,7 @@ impl ChunkedDecoder {
                     _ => return Err(BodyError::InvalidExtension),
                 },
                 State::SizeLf => {
-                    if b != b'\n' {
-                        return Err(BodyError::MissingCrlf);
-                    }
+                    crlf(b, b'\n')?;
                     self.state = if self.size == 0 {
                         State::TrailerStart
                     } else {
@@ -160,15 +168,11 @@ impl ChunkedDecoder {
                     };
                 }
                 State::DataCr => {
-                    if b != b'\r' {
-                        return Err(BodyError::MissingCrlf);
-                    }
+                    crlf(b, b'\r')?;
                     self.state = State::DataLf;
                 }
                 State::DataLf => {
-                    if b != b'\n' {
-                        return Err(BodyError::MissingCrlf);
-                    }
+                    crlf(b, b'\n')?;
                     self.state = State::Size(false);
                 }
                 State::TrailerStart => {
@@ -198,15 +202,11 @@ impl ChunkedDecoder {
                     }
                 }
                 State::TrailerLf => {
-                    if b != b'\n' {
-                        return Err(BodyError::MissingCrlf);
-                    }
+                    crlf(b, b'\n')?;
                     self.state = State::TrailerStart;
                 }
                 State::EndLf => {
-                    if b != b'\n' {
-                        return Err(BodyError::MissingCrlf);
-                    }
+                    crlf(b, b'\n')?;
                     self.state = State::Done;
                     return Ok(Step {
                         consumed: i + 1,

@@ -1,13 +1,13 @@
-//! Errors, each mapped once to the contract's status and `x-weir-reason`.
+//! Errors, each mapped once to the status and `x-weir-reason` of docs/HTTP.md.
 //!
-//! Request-side errors become the gateway's own 400 / 414 / 431 / 505 responses; response-side
+//! Request-side errors become the gateway's own 400 / 408 / 414 / 431 / 505 responses; response-side
 //! errors ([`ErrorKind::BadResponse`]) mean the upstream spoke invalid HTTP, which the gateway
 //! counts as a `protocol_error` attempt and, when no attempt succeeds, answers with
 //! 502 `upstream_unavailable`.
 
 use core::fmt;
 
-/// What went wrong, at the granularity of the contract's status table.
+/// What went wrong, at the granularity of the status table in docs/HTTP.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// Malformed request: 400 `bad_request`.
@@ -19,6 +19,9 @@ pub enum ErrorKind {
     UriTooLong,
     /// A well-formed `HTTP/x.y` version other than 1.0 / 1.1: 505 `http_version_not_supported`.
     VersionNotSupported,
+    /// The request head did not arrive within `header_timeout`: 408 `client_timeout`
+    /// ([`HeadReader`](crate::HeadReader)).
+    ClientTimeout,
     /// The upstream's response head (or body framing) is invalid: 502 `upstream_unavailable`
     /// (an attempt result of `protocol_error`).
     BadResponse,
@@ -60,17 +63,19 @@ impl HttpError {
             ErrorKind::HeadersTooLarge => 431,
             ErrorKind::UriTooLong => 414,
             ErrorKind::VersionNotSupported => 505,
+            ErrorKind::ClientTimeout => 408,
             ErrorKind::BadResponse => 502,
         }
     }
 
-    /// The contract's `x-weir-reason` / JSON `error` string.
+    /// The `x-weir-reason` / JSON `error` string (docs/HTTP.md).
     pub const fn reason(&self) -> &'static str {
         match self.kind {
             ErrorKind::BadRequest => "bad_request",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::UriTooLong => "uri_too_long",
             ErrorKind::VersionNotSupported => "http_version_not_supported",
+            ErrorKind::ClientTimeout => "client_timeout",
             ErrorKind::BadResponse => "upstream_unavailable",
         }
     }

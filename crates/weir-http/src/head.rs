@@ -233,6 +233,26 @@ fn trim_ows(mut v: &[u8]) -> &[u8] {
     v
 }
 
+/// The accessors request and response heads share.
+macro_rules! head_accessors {
+    () => {
+        /// HTTP/1.0 or HTTP/1.1.
+        pub fn version(&self) -> Version {
+            self.version
+        }
+
+        /// All header lines.
+        pub fn headers(&self) -> &Headers {
+            &self.headers
+        }
+
+        /// First value of header `name` (case-insensitive).
+        pub fn header(&self, name: &str) -> Option<&[u8]> {
+            self.headers.get(name)
+        }
+    };
+}
+
 /// A parsed request head. See the crate docs for the rules it enforces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
@@ -288,20 +308,7 @@ impl RequestHead {
         self.target().split_once('?').map(|(_, q)| q)
     }
 
-    /// HTTP/1.0 or HTTP/1.1.
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
-    /// All header lines.
-    pub fn headers(&self) -> &Headers {
-        &self.headers
-    }
-
-    /// First value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.get(name)
-    }
+    head_accessors!();
 
     /// How the request body is delimited: [`BodyFraming::None`], `ContentLength` or `Chunked`
     /// (never `UntilClose`).
@@ -361,20 +368,7 @@ impl ResponseHead {
         self.headers.str_at(self.reason)
     }
 
-    /// HTTP/1.0 or HTTP/1.1.
-    pub fn version(&self) -> Version {
-        self.version
-    }
-
-    /// All header lines.
-    pub fn headers(&self) -> &Headers {
-        &self.headers
-    }
-
-    /// First value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.get(name)
-    }
+    head_accessors!();
 
     /// How the body is delimited, given the request method the parse was told about.
     pub fn framing(&self) -> BodyFraming {

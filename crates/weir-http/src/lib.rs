@@ -75,6 +75,7 @@
 mod body;
 mod error;
 mod head;
+mod read;
 mod write;
 
 pub use body::{
@@ -87,9 +88,10 @@ pub use head::{
     Parsed, RequestHead, ResponseHead, Version, parse_request, parse_request_into, parse_response,
     parse_response_into,
 };
+pub use read::{HeadNext, HeadReader, HeadStop, HeadTimeouts};
 pub use write::{
-    HOP_BY_HOP, build_response, is_hop_by_hop, push_u64, reason_phrase, write_header,
-    write_request_head, write_response, write_response_head,
+    HOP_BY_HOP, Persistence, build_response, is_hop_by_hop, push_u64, reason_phrase, write_header,
+    write_request_head, write_response, write_response_head, write_response_with,
 };
 
 #[cfg(test)]

@@ -42,14 +42,9 @@ fn bad(s: &[u8]) {
     );
 }
 
-const TYPICAL: &[u8] = b"GET /api/v1/orders?id=42&expand=items HTTP/1.1\r\n\
-Host: api.example.com\r\n\
-User-Agent: Mozilla/5.0 (X11; Linux x86_64) curl/8.5.0\r\n\
-Accept: application/json, text/plain, */*\r\n\
-Accept-Encoding: gzip, deflate, br\r\n\
-X-Consumer-Id: team-blue-42\r\n\
-X-Request-Id: 0f8e6a1c-5b7d-4c2e-9a3f-1d2c3b4a5e6f\r\n\
-Connection: keep-alive\r\n\r\n";
+/// A typical browser-like request head (313 bytes, CRLF line endings), shared by the tests
+/// and `examples/parse_speed.rs`.
+const TYPICAL: &[u8] = include_bytes!("../examples/typical_head.http");
 
 #[test]
 fn parses_typical_request() {
@@ -463,6 +458,13 @@ x-weir-instance: gw-a\r\ncontent-length: 2\r\n\r\n"
     );
 }
 
+/// `write_response_head` into a new buffer.
+fn rewrite_response(h: &ResponseHead, framing: BodyFraming, extra: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_response_head(h, framing, extra, &mut out);
+    out
+}
+
 #[test]
 fn response_rewrite() {
     let h = resp_ok(
@@ -470,13 +472,7 @@ fn response_rewrite() {
 Transfer-Encoding: chunked\r\nX-Upstream: blue\r\n\r\n",
         false,
     );
-    let mut out = Vec::new();
-    write_response_head(
-        &h,
-        BodyFraming::Chunked,
-        &[("x-weir-attempts", b"2")],
-        &mut out,
-    );
+    let out = rewrite_response(&h, BodyFraming::Chunked, &[("x-weir-attempts", b"2")]);
     assert_eq!(
         out,
         b"HTTP/1.1 200 Fine\r\nContent-Type: text/plain\r\nX-Upstream: blue\r\nx-weir-attempts: 2\r\n\
@@ -484,18 +480,11 @@ transfer-encoding: chunked\r\n\r\n"
     );
     // HEAD / 304: keep the representation's Content-Length.
     let h = resp_ok(b"HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n", true);
-    let mut out = Vec::new();
-    write_response_head(&h, h.framing(), &[], &mut out);
+    let out = rewrite_response(&h, h.framing(), &[]);
     assert_eq!(out, b"HTTP/1.1 200 OK\r\ncontent-length: 42\r\n\r\n");
     // Close-delimited upstream body forwarded to an HTTP/1.0 client; empty reason filled in.
     let h = resp_ok(b"HTTP/1.1 503\r\n\r\n", false);
-    let mut out = Vec::new();
-    write_response_head(
-        &h,
-        BodyFraming::UntilClose,
-        &[("connection", b"close")],
-        &mut out,
-    );
+    let out = rewrite_response(&h, BodyFraming::UntilClose, &[("connection", b"close")]);
     assert_eq!(
         out,
         b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\r\n"
@@ -522,6 +511,152 @@ fn built_responses_parse_back() {
         assert!(!reason_phrase(s).is_empty(), "{s}");
     }
     assert_eq!(reason_phrase(299), "");
+}
+
+#[test]
+fn gateway_responses_say_how_the_connection_goes_on() {
+    let headers = [("x-weir-reason", "bad_request".to_string())];
+    let cases = [
+        (
+            Persistence::new(false, false),
+            false,
+            &b"connection: close\r\n"[..],
+        ),
+        (
+            Persistence::new(true, true),
+            false,
+            b"connection: keep-alive\r\n",
+        ),
+        (Persistence::new(true, false), true, b""),
+    ];
+    for (conn, head_only, line) in cases {
+        let mut out = Vec::new();
+        write_response_with(&mut out, 400, &headers, conn, b"{}", head_only);
+        let mut want = b"HTTP/1.1 400 Bad Request\r\nx-weir-reason: bad_request\r\n".to_vec();
+        want.extend_from_slice(line);
+        want.extend_from_slice(b"content-length: 2\r\n\r\n");
+        if !head_only {
+            want.extend_from_slice(b"{}");
+        }
+        assert_eq!(out, want, "{conn:?}");
+    }
+}
+
+// ---- reading heads off a connection ----
+
+/// Time as milliseconds since the accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ms(u64);
+
+impl core::ops::Add<core::time::Duration> for Ms {
+    type Output = Ms;
+    fn add(self, d: core::time::Duration) -> Ms {
+        Ms(self.0 + d.as_millis() as u64)
+    }
+}
+
+fn reader(first: bool) -> HeadReader<Ms> {
+    let timeouts = HeadTimeouts {
+        header: core::time::Duration::from_millis(100),
+        idle: core::time::Duration::from_millis(1000),
+    };
+    HeadReader::new(lim(), timeouts, first.then_some(Ms(5)))
+}
+
+#[test]
+fn first_head_is_bounded_from_the_accept() {
+    let mut head = RequestHead::default();
+    let mut r = reader(true);
+    let never = || -> Ms { panic!("no clock read for a first request") };
+    assert_eq!(
+        r.step(&mut head, b"", never),
+        Ok(HeadNext::Read {
+            until: Ms(105),
+            idle: true
+        })
+    );
+    assert_eq!(r.timed_out(), HeadStop::Reject(r_timeout()));
+    assert_eq!(
+        r.step(&mut head, &TYPICAL[..10], never),
+        Ok(HeadNext::Read {
+            until: Ms(105),
+            idle: false
+        })
+    );
+    assert_eq!(
+        r.step(&mut head, TYPICAL, never),
+        Ok(HeadNext::Complete(TYPICAL.len()))
+    );
+    assert_eq!(head.method(), "GET");
+}
+
+fn r_timeout() -> HttpError {
+    let HeadStop::Reject(e) = reader(false).timed_out() else {
+        panic!("a started head that times out is answered")
+    };
+    assert_eq!((e.status(), e.reason()), (408, "client_timeout"));
+    e
+}
+
+#[test]
+fn later_heads_wait_idle_then_header_timeout_from_the_first_byte() {
+    let mut head = RequestHead::default();
+    let mut r = reader(false);
+    assert!(!r.is_first());
+    assert_eq!(
+        r.step(&mut head, b"", || Ms(50)),
+        Ok(HeadNext::Read {
+            until: Ms(1050),
+            idle: true
+        })
+    );
+    assert_eq!(
+        r.timed_out(),
+        HeadStop::Close,
+        "an idle keep-alive just closes"
+    );
+    let part = &TYPICAL[..20];
+    assert_eq!(
+        r.step(&mut head, part, || Ms(700)),
+        Ok(HeadNext::Read {
+            until: Ms(800),
+            idle: false
+        })
+    );
+    // The deadline is fixed once the head has started.
+    assert_eq!(
+        r.step(&mut head, &TYPICAL[..30], || Ms(790)),
+        Ok(HeadNext::Read {
+            until: Ms(800),
+            idle: false
+        })
+    );
+    assert_eq!(r.timed_out(), HeadStop::Reject(r_timeout()));
+    // Pipelined bytes: a complete head costs no clock read.
+    let mut r = reader(false);
+    let got = r.step(&mut head, TYPICAL, || panic!("no clock read"));
+    assert_eq!(got, Ok(HeadNext::Complete(TYPICAL.len())));
+}
+
+#[test]
+fn rejected_heads_carry_their_status() {
+    let mut head = RequestHead::default();
+    for (bytes, status) in [
+        (&b"GET / HTTP/2.0\r\n\r\n"[..], 505),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ] {
+        match reader(true).step(&mut head, bytes, || Ms(0)) {
+            Err(HeadStop::Reject(e)) => assert_eq!(e.status(), status),
+            other => panic!("{other:?}"),
+        }
+    }
+    let big = vec![b'a'; DEFAULT_MAX_HEAD_BYTES + 1];
+    let mut long = b"GET /".to_vec();
+    long.extend_from_slice(&big);
+    match reader(true).step(&mut head, &long, || Ms(0)) {
+        Err(HeadStop::Reject(e)) => assert_eq!(e.status(), 414),
+        other => panic!("{other:?}"),
+    }
 }
 
 // ---- bodies ----

@@ -134,22 +134,69 @@ fn finish(
     out.extend_from_slice(b"\r\n");
 }
 
-/// Append a complete response made by the gateway: status line with the standard reason
-/// phrase, `headers`, `content-length`, then `body`. For a response to `HEAD`, truncate the
-/// body off afterwards (`out.truncate(out.len() - body.len())`).
-pub fn write_response(out: &mut Vec<u8>, status: u16, headers: &[(&str, &[u8])], body: &[u8]) {
+/// What the `Connection` header of a response the gateway makes itself says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// No `Connection` header: an HTTP/1.1 connection that stays open.
+    KeepAlive,
+    /// `connection: keep-alive`: an HTTP/1.0 client's connection that stays open.
+    KeepAlive10,
+    /// `connection: close`: the connection closes after this response.
+    Close,
+}
+
+impl Persistence {
+    /// For a connection that stays open (`keep`) or not, to an HTTP/1.0 client or not.
+    pub const fn new(keep: bool, http10: bool) -> Self {
+        match (keep, http10) {
+            (false, _) => Self::Close,
+            (true, true) => Self::KeepAlive10,
+            (true, false) => Self::KeepAlive,
+        }
+    }
+}
+
+/// Append a complete response made by the gateway (a rejection, a fallback, an admin answer):
+/// status line with the standard reason phrase, `headers` in order, the `Connection` header of
+/// `conn`, `content-length`, then `body` — left out when `head_only` (a response to `HEAD`;
+/// the length still describes the body). Every frontend writes the engine's own responses
+/// with this; the headers come as the engine holds them (`&[(&str, String)]`) or as byte
+/// pairs, without being collected first.
+pub fn write_response_with<'h, N, V>(
+    out: &mut Vec<u8>,
+    status: u16,
+    headers: impl IntoIterator<Item = &'h (N, V)>,
+    conn: Persistence,
+    body: &[u8],
+    head_only: bool,
+) where
+    N: AsRef<str> + 'h,
+    V: AsRef<[u8]> + 'h,
+{
     out.extend_from_slice(b"HTTP/1.1 ");
     push_u64(out, u64::from(status));
     out.push(b' ');
     out.extend_from_slice(reason_phrase(status).as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
-        write_header(out, name, value);
+        write_header(out, name.as_ref(), value.as_ref());
+    }
+    match conn {
+        Persistence::KeepAlive => {}
+        Persistence::KeepAlive10 => out.extend_from_slice(b"connection: keep-alive\r\n"),
+        Persistence::Close => out.extend_from_slice(b"connection: close\r\n"),
     }
     out.extend_from_slice(b"content-length: ");
     push_u64(out, body.len() as u64);
     out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body);
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Append a complete response: [`write_response_with`] without a `Connection` header.
+pub fn write_response(out: &mut Vec<u8>, status: u16, headers: &[(&str, &[u8])], body: &[u8]) {
+    write_response_with(out, status, headers, Persistence::KeepAlive, body, false);
 }
 
 /// [`write_response`] into a new buffer.
@@ -190,17 +237,13 @@ fn push_sanitized(out: &mut Vec<u8>, v: &[u8]) {
 
 /// Append the decimal digits of `n`.
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
+    let start = out.len();
+    let digits = n.checked_ilog10().map_or(1, |l| l as usize + 1);
+    out.resize(start + digits, b'0');
+    for d in out[start..].iter_mut().rev() {
+        *d += (n % 10) as u8;
         n /= 10;
-        if n == 0 {
-            break;
-        }
     }
-    out.extend_from_slice(&buf[i..]);
 }
 
 /// The standard reason phrase of `status` (`""` for unknown codes).

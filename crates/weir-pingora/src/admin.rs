@@ -1,6 +1,6 @@
 //! The admin API listener: a Pingora HTTP app that answers with `Engine::admin`.
 //!
-//! The engine implements every admin path (CONTRACT §4); this app only reads the request
+//! The engine implements every admin path (docs/HTTP.md, admin API); this app only reads the request
 //! head, drains any body (so keep-alive stays in sync) and writes the answer (a reload
 //! re-attaches the global store inside the engine).
 

@@ -2,7 +2,7 @@
 //!
 //! Pingora parses a request head before any `ProxyHttp` phase runs, answers what its parser
 //! rejects with a plain 400 (or nothing at all), reads heads under its own 60 s timeout and
-//! accepts every connection. CONTRACT §3 wants weir's answers there too: 400 / 414 / 431 /
+//! accepts every connection. docs/HTTP.md wants weir's answers there too: 400 / 414 / 431 /
 //! 505 / 408 with `x-weir-reason`, a JSON body and a count in `weir_requests_total`, heads
 //! bounded by `server.header_timeout`, connections by `server.max_connections`, and the same
 //! strictness as `weir-gateway` about what is malformed.
@@ -42,8 +42,11 @@ use pingora::protocols::{ALPN, Stream};
 use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
-use weir_http::{BodyDecoder, BodyFraming, Limits, RequestHead};
-use weir_policy::{Engine, GatewayResponse, Outcome};
+use weir_http::{
+    BodyDecoder, BodyFraming, HeadNext, HeadReader, HeadStop, HeadTimeouts, HttpError, Limits,
+    Persistence, RequestHead,
+};
+use weir_policy::{Engine, Outcome};
 
 /// Marker the guard passes to the proxy (as the connection's user context, delivered by
 /// `ProxyHttp::on_connection_reuse`) when the request's chunked body, as far as it arrived
@@ -89,14 +92,6 @@ impl Drop for Slot {
     }
 }
 
-/// Why the guard stops reading a head.
-enum Stop {
-    /// Close silently (EOF, I/O error, idle keep-alive connection, shutdown).
-    Close,
-    /// Answer with this status and reason, then close.
-    Reject(Outcome),
-}
-
 impl<A> HeadGuard<A> {
     async fn slot(&self, shutdown: &ShutdownWatch) -> Option<Slot> {
         let mut shutdown = shutdown.clone();
@@ -122,8 +117,9 @@ impl<A> HeadGuard<A> {
         }
     }
 
-    /// Reads one request head into `buf`. `first`: the connection's first request. `head`
-    /// is the connection's parse result, reused from request to request (its buffers).
+    /// Reads one request head into `buf`, as [`HeadReader`] decides. `first`: the
+    /// connection's first request. `head` is the connection's parse result, reused from
+    /// request to request (its buffers).
     async fn read_head(
         &self,
         stream: &mut Stream,
@@ -132,57 +128,49 @@ impl<A> HeadGuard<A> {
         accepted: Instant,
         first: bool,
         shutdown: &ShutdownWatch,
-    ) -> Result<bool, Stop> {
+    ) -> Result<bool, HeadStop> {
         let settings = self.engine.server();
         let limits = Limits {
             // A missing Host is accepted (the upstream gets the endpoint); a duplicate is not.
             require_host: false,
             ..Limits::with_max_head_bytes(settings.max_header_bytes)
         };
-        if buf.is_empty() {
-            let until = if first {
-                accepted + settings.header_timeout
-            } else {
-                Instant::now() + settings.idle_timeout
+        let timeouts = HeadTimeouts {
+            header: settings.header_timeout,
+            idle: settings.idle_timeout,
+        };
+        let mut reader = HeadReader::new(limits, timeouts, first.then_some(accepted));
+        loop {
+            let (until, idle) = match reader.step(head, buf, Instant::now)? {
+                HeadNext::Complete(len) => return Ok(body_prefix_ok(head.framing(), &buf[len..])),
+                HeadNext::Read { until, idle } => (until, idle),
             };
             let mut shutdown = shutdown.clone();
             let read = tokio::select! {
                 r = tokio::time::timeout_at(until, stream.read_buf(buf)) => r,
                 // An idle kept-alive connection must not hold a drain up.
-                _ = shutdown.wait_for(|s| *s), if !first => return Err(Stop::Close),
+                _ = shutdown.wait_for(|s| *s), if idle && !first => return Err(HeadStop::Close),
             };
             match read {
                 Ok(Ok(n)) if n > 0 => {}
-                Err(_) if first => return Err(Stop::Reject(Outcome::ClientTimeout)),
-                _ => return Err(Stop::Close),
-            }
-        }
-        let until = if first {
-            accepted + settings.header_timeout
-        } else {
-            Instant::now() + settings.header_timeout
-        };
-        loop {
-            match weir_http::parse_request_into(head, buf, &limits) {
-                Ok(Some(len)) => {
-                    return Ok(body_prefix_ok(head.framing(), &buf[len..]));
-                }
-                Ok(None) => {
-                    match tokio::time::timeout_at(until, stream.read_buf(buf)).await {
-                        Ok(Ok(n)) if n > 0 => {}
-                        Err(_) => return Err(Stop::Reject(Outcome::ClientTimeout)),
-                        // A head cut short by the client: nobody is left to answer.
-                        _ => return Err(Stop::Close),
-                    }
-                }
-                Err(e) => return Err(Stop::Reject(Outcome::malformed(e.reason()))),
+                Err(_) => return Err(reader.timed_out()),
+                // A head cut short by the client: nobody is left to answer.
+                _ => return Err(HeadStop::Close),
             }
         }
     }
 
-    async fn reject(&self, mut stream: Stream, outcome: Outcome) {
-        let resp = self.engine.reject_malformed(outcome, None);
-        let out = response_bytes(&resp);
+    async fn reject(&self, mut stream: Stream, e: HttpError) {
+        let resp = self.engine.reject_malformed(Outcome::malformed(e.reason()), None);
+        let mut out = Vec::with_capacity(256 + resp.body.len());
+        weir_http::write_response_with(
+            &mut out,
+            resp.status,
+            &resp.headers,
+            Persistence::Close,
+            &resp.body,
+            false,
+        );
         let idle = self.engine.server().idle_timeout;
         let _ = tokio::time::timeout(idle, async {
             stream.write_all(&out).await?;
@@ -211,19 +199,6 @@ fn body_prefix_ok(framing: BodyFraming, bytes: &[u8]) -> bool {
     true
 }
 
-/// A response the gateway makes itself, as bytes, with `connection: close`.
-fn response_bytes(resp: &GatewayResponse) -> Vec<u8> {
-    let mut hs: Vec<(&str, &[u8])> = resp
-        .headers
-        .iter()
-        .map(|(n, v)| (*n, v.as_bytes()))
-        .collect();
-    hs.push(("connection", b"close"));
-    let mut out = Vec::with_capacity(256 + resp.body.len());
-    weir_http::write_response(&mut out, resp.status, &hs, &resp.body);
-    out
-}
-
 #[async_trait]
 impl<A> ServerApp for HeadGuard<A>
 where
@@ -250,9 +225,9 @@ where
                 .await
             {
                 Ok(ok) => ok,
-                Err(Stop::Close) => return None,
-                Err(Stop::Reject(outcome)) => {
-                    self.reject(stream, outcome).await;
+                Err(HeadStop::Close) => return None,
+                Err(HeadStop::Reject(e)) => {
+                    self.reject(stream, e).await;
                     return None;
                 }
             };

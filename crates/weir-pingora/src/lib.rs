@@ -114,8 +114,6 @@
 //!   ([`server`]).
 
 pub mod admin;
-pub mod cli;
-pub mod demo;
 pub mod guard;
 pub mod module;
 pub mod proxy;

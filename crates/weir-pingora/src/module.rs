@@ -216,12 +216,12 @@ impl Weir {
     ) -> pingora::Result<bool> {
         let ctx = &mut *ctx.0;
         ctx._inflight = Some(self.inflight.enter());
-        // Body inactivity in both directions is bounded by `idle_timeout` (CONTRACT §2).
+        // Body inactivity in both directions is bounded by `idle_timeout` (docs/CONFIG.md, `[server]`).
         let idle = self.engine.server().idle_timeout;
         session.as_downstream_mut().set_read_timeout(Some(idle));
         session.as_downstream_mut().set_write_timeout(Some(idle));
         if let Some(outcome) = self.head_limits(session.req_header()) {
-            // An HTTP-layer limit: the request is not understood, so no Flow (CONTRACT §3).
+            // An HTTP-layer limit: the request is not understood, so no Flow (docs/HTTP.md).
             session.set_keepalive(None);
             let id = session.req_header().headers.get("x-request-id");
             let id = id.and_then(|v| v.to_str().ok());
@@ -632,24 +632,57 @@ fn is_framing_error(e: &Error) -> bool {
     )
 }
 
-/// Hop-by-hop header fields never forwarded (RFC 9110 §7.6.1), besides those a `Connection`
-/// header names. `Connection` and `Transfer-Encoding` themselves are Pingora's: it writes
-/// them for each hop from the framing and keep-alive state it actually uses.
-static HOP_BY_HOP: [HeaderName; 5] = [
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    http::header::TE,
-    http::header::TRAILER,
-    http::header::UPGRADE,
-];
+/// The hop-by-hop header fields never forwarded (RFC 9110 §7.6.1), besides those a
+/// `Connection` header names: weir-http's list ([`weir_http::HOP_BY_HOP`], the one both
+/// frontends use) as Pingora header names. Two of them are handled apart: `Connection` is
+/// removed last, after the fields it names, and `Transfer-Encoding` is Pingora's: it writes
+/// it for each hop from the framing it actually uses.
+static HOP_BY_HOP: [HeaderName; weir_http::HOP_BY_HOP.len()] = {
+    const fn name(i: usize) -> HeaderName {
+        HeaderName::from_static(weir_http::HOP_BY_HOP[i])
+    }
+    [
+        name(0),
+        name(1),
+        name(2),
+        name(3),
+        name(4),
+        name(5),
+        name(6),
+    ]
+};
 
 static CONNECTION: HeaderName = http::header::CONNECTION;
+
+/// Whether `h` of [`HOP_BY_HOP`] is removed in list order (`Connection` is removed last,
+/// `Transfer-Encoding` never; `Upgrade` stays for a protocol switch).
+fn removed_in_order(h: &HeaderName, upgrade: bool) -> bool {
+    *h != http::header::CONNECTION
+        && *h != http::header::TRANSFER_ENCODING
+        && !(upgrade && *h == http::header::UPGRADE)
+}
+
+/// Whether a field a `Connection` header names is forwarded anyway: `Host` always (see
+/// weir-http), `Connection` and `Upgrade` for a protocol switch.
+fn kept_when_named(name: &HeaderName, upgrade: bool) -> bool {
+    *name == http::header::HOST
+        || (upgrade && (*name == http::header::UPGRADE || *name == http::header::CONNECTION))
+}
+
+/// The elements of the `Connection` headers of `headers`, trimmed.
+fn connection_tokens(headers: &http::HeaderMap) -> impl Iterator<Item = &[u8]> {
+    headers
+        .get_all(http::header::CONNECTION)
+        .into_iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+}
 
 /// The header fields to remove before forwarding a head ([`hop_by_hop`]).
 struct HopByHop {
     /// Fields named by `Connection` tokens and present (rarely any: no allocation then).
     named: Vec<HeaderName>,
-    /// Which of [`HOP_BY_HOP`] are present and to be removed.
+    /// Which of [`HOP_BY_HOP`] are present and to be removed in list order.
     fixed: [bool; HOP_BY_HOP.len()],
     /// Remove `Connection` itself.
     connection: bool,
@@ -671,16 +704,7 @@ impl HopByHop {
 /// proxies as a tunnel: its `Connection`/`Upgrade` headers must reach the upstream.
 fn is_upgrade(req: &RequestHeader) -> bool {
     req.headers.contains_key(http::header::UPGRADE)
-        && req
-            .headers
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .any(|v| has_token(v.as_bytes(), "upgrade"))
-}
-
-fn has_token(list: &[u8], token: &str) -> bool {
-    list.split(|b| *b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        && connection_tokens(&req.headers).any(|t| t.eq_ignore_ascii_case(b"upgrade"))
 }
 
 /// The header fields present in `headers` not to forward: hop-by-hop ones and those named in
@@ -694,42 +718,37 @@ fn has_token(list: &[u8], token: &str) -> bool {
 /// `HeaderName`: tokens naming an absent field (`Connection: keep-alive`) cost nothing.
 fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> HopByHop {
     let mut present = [false; HOP_BY_HOP.len()];
-    let mut connection = false;
     for name in headers.keys() {
-        if *name == http::header::CONNECTION {
-            connection = true;
-        } else if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
             present[i] = true;
         }
     }
+    let connection = HOP_BY_HOP
+        .iter()
+        .zip(present)
+        .any(|(h, p)| p && *h == CONNECTION);
     let mut named: Vec<HeaderName> = Vec::new();
     if connection {
-        for v in headers.get_all(http::header::CONNECTION) {
-            for t in v.as_bytes().split(|b| *b == b',') {
-                let t = t.trim_ascii();
-                // Not valid UTF-8: not a valid header name either.
-                let Ok(t) = core::str::from_utf8(t) else {
-                    continue;
-                };
-                // Case-insensitive, and false for an empty or invalid name.
-                if !headers.contains_key(t) {
-                    continue;
-                }
-                let Ok(name) = HeaderName::from_bytes(t.as_bytes()) else {
-                    continue;
-                };
-                let keep = name == http::header::HOST
-                    || (upgrade
-                        && (name == http::header::UPGRADE || name == http::header::CONNECTION));
-                if !keep {
-                    named.push(name);
-                }
+        for t in connection_tokens(headers) {
+            // Not valid UTF-8: not a valid header name either.
+            let Ok(t) = core::str::from_utf8(t) else {
+                continue;
+            };
+            // Case-insensitive, and false for an empty or invalid name.
+            if !headers.contains_key(t) {
+                continue;
+            }
+            let Ok(name) = HeaderName::from_bytes(t.as_bytes()) else {
+                continue;
+            };
+            if !kept_when_named(&name, upgrade) {
+                named.push(name);
             }
         }
     }
     let mut fixed = present;
     for (h, remove) in HOP_BY_HOP.iter().zip(&mut fixed) {
-        *remove &= !(upgrade && *h == http::header::UPGRADE);
+        *remove &= removed_in_order(h, upgrade);
     }
     HopByHop {
         named,
@@ -766,23 +785,12 @@ mod tests {
     /// The straightforward form `hop_by_hop` must agree with: every candidate, then the
     /// ones present.
     fn reference(headers: &http::HeaderMap, upgrade: bool) -> Vec<HeaderName> {
-        let mut names: Vec<HeaderName> = Vec::new();
-        for v in headers.get_all(http::header::CONNECTION) {
-            for t in v.as_bytes().split(|b| *b == b',') {
-                let t = t.trim_ascii();
-                let Ok(name) = HeaderName::from_bytes(t) else {
-                    continue;
-                };
-                let keep = name == http::header::HOST
-                    || (upgrade
-                        && (name == http::header::UPGRADE || name == http::header::CONNECTION));
-                if !keep {
-                    names.push(name);
-                }
-            }
-        }
+        let mut names: Vec<HeaderName> = connection_tokens(headers)
+            .filter_map(|t| HeaderName::from_bytes(t).ok())
+            .filter(|name| !kept_when_named(name, upgrade))
+            .collect();
         for h in &HOP_BY_HOP {
-            if headers.contains_key(h) && !(upgrade && *h == http::header::UPGRADE) {
+            if headers.contains_key(h) && removed_in_order(h, upgrade) {
                 names.push(h.clone());
             }
         }

@@ -28,7 +28,7 @@ struct Demo {
 fn example(catch_all: bool) -> (Demo, Gateway) {
     let blue = DemoUpstream::start("blue", "127.0.0.1:0").unwrap();
     let green = DemoUpstream::start("green", "127.0.0.1:0").unwrap();
-    let mut config = weir_pingora::demo::demo_config(blue.addr(), green.addr());
+    let mut config = weir_cli::demo::config(blue.addr(), green.addr());
     if catch_all {
         config.push_str(
             "\n[[routes]]\nid = \"misc\"\nmatch = { path_prefix = \"/\" }\nupstream = \"blue\"\n\n\
@@ -86,7 +86,7 @@ fn sigterm_drains_and_exits_0() {
 fn check_validates_the_config() {
     let dir = weir_e2e::harness::scratch_dir();
     let good = dir.join("good.toml");
-    std::fs::write(&good, weir_pingora::demo::EXAMPLE_CONFIG).unwrap();
+    std::fs::write(&good, weir_cli::demo::EXAMPLE).unwrap();
     let out = std::process::Command::new(bin())
         .args(["--check", "--config"])
         .arg(&good)
@@ -99,7 +99,7 @@ fn check_validates_the_config() {
     let bad = dir.join("bad.toml");
     std::fs::write(
         &bad,
-        weir_pingora::demo::EXAMPLE_CONFIG.replace("burst = 2", "burst = 0"),
+        weir_cli::demo::EXAMPLE.replace("burst = 2", "burst = 0"),
     )
     .unwrap();
     let out = std::process::Command::new(bin())
@@ -119,7 +119,7 @@ fn check_validates_the_config() {
 fn taken_port_is_an_immediate_error() {
     let dir = weir_e2e::harness::scratch_dir();
     let config = dir.join("gateway.toml");
-    std::fs::write(&config, weir_pingora::demo::EXAMPLE_CONFIG).unwrap();
+    std::fs::write(&config, weir_cli::demo::EXAMPLE).unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
     for (listen, admin) in [

@@ -1,13 +1,12 @@
-//! `weir-pingora`: weir's TOML config served by a Pingora proxy (CONTRACT §1).
+//! `weir-pingora`: weir's TOML config served by a Pingora proxy. The command line, `--check`
+//! and `--demo` are `weir-cli`'s, the same as weir-gateway's.
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use pingora::services::listening::Service;
-use weir_pingora::cli::{Cli, USAGE};
+use weir_cli::{Cli, NoFlags, Ready, Serving};
 use weir_pingora::server::{Drainer, ServerOptions, ShutdownSignals, new_server, run};
 use weir_pingora::{AdminApp, HeadGuard, Weir, WeirProxy};
-use weir_policy::{Engine, Overrides};
 
 /// mimalloc (the crate's default `mimalloc` feature; see its manifest for why).
 #[cfg(feature = "mimalloc")]
@@ -15,41 +14,23 @@ use weir_policy::{Engine, Overrides};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = match Cli::parse(std::env::args().skip(1)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("weir-pingora: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if cli.help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    match start(cli) {
-        Ok(never) => match never {},
-        Err(e) => {
-            eprintln!("weir-pingora: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_cli::main(
+        "weir-pingora",
+        "weir's rate limits, concurrency, breakers, timeouts and retries served by a Pingora \
+         proxy (the same config as weir-gateway).",
+        start,
+    )
 }
 
-fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
-    let mut demo = None;
-    let config: PathBuf = if cli.demo && cli.config.is_none() {
-        let d = weir_pingora::demo::Demo::start().map_err(|e| format!("demo upstreams: {e}"))?;
-        let path = d.config_path.clone();
-        demo = Some(d);
-        path
-    } else {
-        PathBuf::from(cli.config.clone().unwrap_or_default())
+fn start(cli: Cli<NoFlags>) -> Result<ExitCode, String> {
+    let Serving {
+        engine,
+        config,
+        demo,
+    } = match weir_cli::prepare(&cli)? {
+        Ready::Checked(code) => return Ok(code),
+        Ready::Serve(s) => s,
     };
-    let engine = load(&config, &cli)?;
-    if cli.check {
-        print!("{}", engine.describe());
-        std::process::exit(0);
-    }
     // `[store] kind = "redis"`: global limits (connects lazily).
     let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
     let settings = engine.server();
@@ -90,7 +71,7 @@ fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
         engine.revision(),
     );
     if let Some(d) = &demo {
-        println!("{}", d.curl_lines(settings.listen, settings.admin));
+        eprintln!("{}", d.curl_lines(settings.listen, settings.admin));
     }
     let flush = engine.clone();
     let drainer = Drainer::new(
@@ -101,15 +82,4 @@ fn start(cli: Cli) -> Result<core::convert::Infallible, String> {
     // The demo upstreams live as long as the process.
     core::mem::forget(demo);
     run(server, drainer, signals)
-}
-
-fn load(path: &Path, cli: &Cli) -> Result<Engine, String> {
-    let engine = Engine::load(path).map_err(|e| e.to_string())?;
-    engine
-        .try_with_overrides(Overrides {
-            listen: cli.listen.clone(),
-            admin: cli.admin.clone(),
-            workers: cli.workers,
-        })
-        .map_err(|e| e.to_string())
 }
