@@ -145,7 +145,9 @@ async fn close(
     mut out: Vec<u8>,
 ) {
     if let HeadStop::Reject(e) = stop {
-        let resp = w.engine.reject_malformed(Outcome::malformed(e.reason()), None);
+        let resp = w
+            .engine
+            .reject_malformed(Outcome::malformed(e.reason()), None);
         out.clear();
         gateway_bytes(&resp, false, Persistence::Close, &mut out);
         let _ = client.write_all(out, settings.idle_timeout).await;

@@ -161,7 +161,9 @@ impl<A> HeadGuard<A> {
     }
 
     async fn reject(&self, mut stream: Stream, e: HttpError) {
-        let resp = self.engine.reject_malformed(Outcome::malformed(e.reason()), None);
+        let resp = self
+            .engine
+            .reject_malformed(Outcome::malformed(e.reason()), None);
         let mut out = Vec::with_capacity(256 + resp.body.len());
         weir_http::write_response_with(
             &mut out,
