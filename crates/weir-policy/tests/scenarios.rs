@@ -1,4 +1,4 @@
-//! Seed scenarios (PRODUCT.md) on a manual clock: a simulated client and upstream drive
+//! The seed scenarios users check first, on a manual clock: a simulated client and upstream drive
 //! `Engine` through whole requests. No sockets, no sleeping, deterministic.
 
 use std::collections::HashMap;

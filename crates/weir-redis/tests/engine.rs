@@ -1,4 +1,4 @@
-//! The policy engine with a real Redis store: the seed scenarios of PRODUCT.md
+//! The policy engine with a real Redis store: the seed scenarios
 //! "replicas multiply local limits" and "store failure is explicit", without sockets
 //! on the HTTP side (the frontends' end-to-end suites cover those).
 
