@@ -28,6 +28,11 @@
 //! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
 //! buffer connection; [`admin`] the admin listener; [`demo`] `--demo`.
 
+/// mimalloc: fewer instructions per allocation than glibc malloc on the request path (the
+/// `weir-pingora` binary uses it too).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod admin;
 mod demo;
 mod io;
