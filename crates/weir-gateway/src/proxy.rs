@@ -77,6 +77,8 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
     let mut head = RequestHead::default();
     let mut first = true;
     let mut out = Vec::with_capacity(4096);
+    // One shutdown listener for the connection's keep-alive waits, not one per request.
+    let mut stop = w.shared.listen();
     loop {
         let settings = w.engine.server();
         if client.buffered() == 0 {
@@ -86,13 +88,12 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
             } else {
                 Instant::now() + settings.idle_timeout
             };
-            let stop = w.shared.listen();
             if w.shared.stopping() {
                 return;
             }
             let r = monoio::select! {
                 r = client.fill_until(deadline) => Some(r),
-                _ = stop => None,
+                _ = &mut stop => None,
             };
             match r {
                 None => return,
