@@ -71,13 +71,16 @@ print(f"{rps:.0f} {ms('50%'):.3f} {ms('99%'):.3f} {non.group(1) if non else 0} {
 EOF
 }
 
-# nginx_conf DIR HTTP_BODY — a one-worker, foreground nginx config in DIR/nginx.conf.
+# nginx_conf DIR HTTP_BODY [WORKERS] — a foreground nginx config in DIR/nginx.conf: one
+# process (no master) by default; with WORKERS > 1, a master and WORKERS worker processes.
 nginx_conf() {
     mkdir -p "$1"
+    local master=off
+    [ "${3:-1}" -gt 1 ] && master=on
     cat >"$1/nginx.conf" <<EOF
-worker_processes 1;
+worker_processes ${3:-1};
 daemon off;
-master_process off;
+master_process $master;
 error_log $1/error.log warn;
 pid $1/nginx.pid;
 events { worker_connections 4096; }
@@ -94,10 +97,10 @@ $2
 EOF
 }
 
-# start_nginx_proxy PORT UP_PORT RATE BURST — nginx ($NGINX) as the proxy under test on
-# 127.0.0.1:PORT: limit_req at RATE (e.g. 100000000r/s, 1r/m; BURST 0 = none, else
+# start_nginx_proxy PORT UP_PORT RATE BURST [WORKERS] — nginx ($NGINX) as the proxy under
+# test on 127.0.0.1:PORT: limit_req at RATE (e.g. 100000000r/s, 1r/m; BURST 0 = none, else
 # nodelay) in front of keep-alive proxy_pass to 127.0.0.1:UP_PORT, answering 429 when
-# limited. Sets NGPID.
+# limited; WORKERS worker processes (default 1). Sets NGPID.
 start_nginx_proxy() {
     local lr="limit_req zone=z;"
     [ "$4" != 0 ] && lr="limit_req zone=z burst=$4 nodelay;"
@@ -114,7 +117,7 @@ start_nginx_proxy() {
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
         }
-    }"
+    }" "${5:-1}"
     "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
     NGPID=$!
     wait_port "$1"
@@ -130,8 +133,8 @@ start_upstream() {
 }
 
 # weir_conf LISTEN_PORT ADMIN_PORT UP_PORT RATE PER BURST [STORE] [RATE_LIMIT_EXTRA] — the
-# benchmark's weir config in $WORK/weir.toml: one worker, access log off, one route over the
-# upstream with a token bucket keyed by route; STORE goes before the upstreams (a [store]
+# benchmark's weir config in $WORK/weir.toml: $WEIR_WORKERS workers (default 1), access log
+# off, one route over the upstream with a token bucket keyed by route; STORE goes before the upstreams (a [store]
 # table), RATE_LIMIT_EXTRA after the rate-limit keys (e.g. scope = "global").
 weir_conf() {
     cat >"$WORK/weir.toml" <<EOF
@@ -139,7 +142,7 @@ weir_conf() {
 listen = "127.0.0.1:$1"
 admin = "127.0.0.1:$2"
 instance = "bench"
-workers = 1
+workers = ${WEIR_WORKERS:-1}
 [log]
 access = "off"
 ${7:-}

@@ -4,14 +4,26 @@
 //! `Vec<u8>` that is moved into each read and handed back. Bytes read but not yet consumed are
 //! `buf[start..]`; reads append after them (compacting first when the tail is short), so a
 //! head or body that arrives in pieces is parsed from one contiguous slice without copies.
+//!
+//! Deadlines: each connection owns one timer (a pinned `monoio::time::Sleep`) that every
+//! timed read and write re-arms, instead of a `monoio::time::timeout` per operation (a timer
+//! wheel insert and remove for every read and write). Moving the deadline later — the common
+//! case, one operation after another — only records the new time (monoio's timer, like
+//! tokio's, re-files an entry when it comes due with a later deadline); moving it earlier
+//! re-files the entry at once. An operation still ends with [`IoFail::Timeout`] exactly
+//! when its own deadline passes; a timer that fires while no operation waits merely wakes
+//! the connection's task once, which then polls what it is waiting for.
 
+use core::future::Future;
+use core::pin::Pin;
+use core::task::Poll;
 use core::time::Duration;
-use std::io;
 use std::time::Instant;
 
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use monoio::time::Sleep;
 
 /// Initial read buffer size (grows up to the head limit when a head needs it).
 const READ_BUF: usize = 16 * 1024;
@@ -34,6 +46,26 @@ pub(crate) struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     start: usize,
+    /// The deadline timer of every timed operation (see the module docs).
+    timer: Pin<Box<Sleep>>,
+}
+
+/// Runs `op` until it completes (`Some`) or `deadline` passes (`None`), on `timer`. Polls
+/// `op` first, as `monoio::time::timeout` does.
+async fn timed<F: Future>(
+    timer: &mut Pin<Box<Sleep>>,
+    deadline: Instant,
+    op: F,
+) -> Option<F::Output> {
+    timer.as_mut().reset(deadline.into());
+    let mut op = core::pin::pin!(op);
+    core::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = op.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 impl Conn {
@@ -42,6 +74,8 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(READ_BUF),
             start: 0,
+            // Not on the timer wheel until the first timed operation sets its deadline.
+            timer: Box::pin(monoio::time::sleep(Duration::from_secs(3600))),
         }
     }
 
@@ -65,30 +99,30 @@ impl Conn {
         }
     }
 
-    /// Reads once more into the buffer (appending). `Ok(0)` is EOF.
-    pub(crate) async fn fill(&mut self) -> io::Result<usize> {
+    /// [`fill`](Self::fill) with a deadline; EOF is [`IoFail::Eof`].
+    pub(crate) async fn fill_until(&mut self, deadline: Instant) -> Result<usize, IoFail> {
+        if deadline <= Instant::now() {
+            return Err(IoFail::Timeout);
+        }
         if self.start > self.buf.len() {
             self.start = 0;
         }
         self.make_room();
-        let buf = core::mem::take(&mut self.buf);
-        let (len, cap) = (buf.len(), buf.capacity());
-        let (res, slice) = self.stream.read(buf.slice_mut(len..cap)).await;
-        self.buf = slice.into_inner();
-        res
-    }
-
-    /// [`fill`](Self::fill) with a deadline; EOF is [`IoFail::Eof`].
-    pub(crate) async fn fill_until(&mut self, deadline: Instant) -> Result<usize, IoFail> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(IoFail::Timeout);
-        }
-        match monoio::time::timeout(left, self.fill()).await {
-            Err(_) => Err(IoFail::Timeout),
-            Ok(Ok(0)) => Err(IoFail::Eof),
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(_)) => Err(IoFail::Error),
+        let Self {
+            stream, buf, timer, ..
+        } = self;
+        let owned = core::mem::take(buf);
+        let (len, cap) = (owned.len(), owned.capacity());
+        let read = async {
+            let (res, slice) = stream.read(owned.slice_mut(len..cap)).await;
+            *buf = slice.into_inner();
+            res
+        };
+        match timed(timer, deadline, read).await {
+            None => Err(IoFail::Timeout),
+            Some(Ok(0)) => Err(IoFail::Eof),
+            Some(Ok(n)) => Ok(n),
+            Some(Err(_)) => Err(IoFail::Error),
         }
     }
 
@@ -116,13 +150,14 @@ impl Conn {
         out: Vec<u8>,
         idle: Duration,
     ) -> (Result<(), IoFail>, Vec<u8>) {
-        match monoio::time::timeout(idle, self.stream.write_all(out)).await {
-            Err(_) => (Err(IoFail::Timeout), Vec::new()),
-            Ok((Ok(_), mut out)) => {
+        let deadline = Instant::now() + idle;
+        match timed(&mut self.timer, deadline, self.stream.write_all(out)).await {
+            None => (Err(IoFail::Timeout), Vec::new()),
+            Some((Ok(_), mut out)) => {
                 out.clear();
                 (Ok(()), out)
             }
-            Ok((Err(_), mut out)) => {
+            Some((Err(_), mut out)) => {
                 out.clear();
                 (Err(IoFail::Error), out)
             }
@@ -136,10 +171,10 @@ impl Conn {
         buf: Vec<u8>,
         deadline: Instant,
     ) -> (Result<(), IoFail>, Vec<u8>) {
-        match monoio::time::timeout_at(deadline.into(), self.stream.write_all(buf)).await {
-            Err(_) => (Err(IoFail::Timeout), Vec::new()),
-            Ok((Ok(_), buf)) => (Ok(()), buf),
-            Ok((Err(_), buf)) => (Err(IoFail::Error), buf),
+        match timed(&mut self.timer, deadline, self.stream.write_all(buf)).await {
+            None => (Err(IoFail::Timeout), Vec::new()),
+            Some((Ok(_), buf)) => (Ok(()), buf),
+            Some((Err(_), buf)) => (Err(IoFail::Error), buf),
         }
     }
 
@@ -149,15 +184,17 @@ impl Conn {
         bytes: &'static [u8],
         idle: Duration,
     ) -> Result<(), IoFail> {
-        match monoio::time::timeout(idle, self.stream.write_all(bytes)).await {
-            Err(_) => Err(IoFail::Timeout),
-            Ok((Ok(_), _)) => Ok(()),
-            Ok((Err(_), _)) => Err(IoFail::Error),
+        let deadline = Instant::now() + idle;
+        match timed(&mut self.timer, deadline, self.stream.write_all(bytes)).await {
+            None => Err(IoFail::Timeout),
+            Some((Ok(_), _)) => Ok(()),
+            Some((Err(_), _)) => Err(IoFail::Error),
         }
     }
 
     /// Half-closes the write side (best effort) so the peer sees EOF promptly.
     pub(crate) async fn shutdown(&mut self) {
-        let _ = monoio::time::timeout(Duration::from_millis(100), self.stream.shutdown()).await;
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let _ = timed(&mut self.timer, deadline, self.stream.shutdown()).await;
     }
 }

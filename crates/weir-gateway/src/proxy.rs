@@ -78,6 +78,8 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
     let mut head = RequestHead::default();
     let mut first = true;
     let mut out = Vec::with_capacity(4096);
+    // One shutdown listener for the connection's keep-alive waits, not one per request.
+    let mut stop = w.shared.listen();
     loop {
         let settings = w.engine.server();
         let mut reader = HeadReader::new(
@@ -92,17 +94,16 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
             let (until, idle) = match reader.step(&mut head, client.data(), Instant::now) {
                 Ok(HeadNext::Complete(n)) => break n,
                 Ok(HeadNext::Read { until, idle }) => (until, idle),
-                Err(stop) => return close(&w, &mut client, &settings, stop, out).await,
+                Err(why) => return close(&w, &mut client, &settings, why, out).await,
             };
             let read = if idle {
                 // Between requests: a drain must not wait for the next head.
-                let stop = w.shared.listen();
                 if w.shared.stopping() {
                     return;
                 }
                 monoio::select! {
                     r = client.fill_until(until) => r,
-                    _ = stop => return,
+                    _ = &mut stop => return,
                 }
             } else {
                 client.fill_until(until).await

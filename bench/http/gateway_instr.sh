@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request of weir-gateway builds, under valgrind's
+# callgrind: a figure that other load on a shared machine cannot move. Kernel work is not
+# counted (see bench/http/cpu.sh for CPU time and io_uring operations per request).
+#
+#   bench/http/gateway_instr.sh [N] [BIN...]     (default N = 2000, BIN = this tree's release build)
+#
+# Config as bench/http/cpu.sh's proxy path (one worker, token bucket that never rejects,
+# access log off) on the legacy (epoll) driver: valgrind does not see the kernel's writes to
+# an io_uring ring, and a gateway on io_uring under it waits forever. The proxy, policy,
+# timer and allocator work counted here is the same on both drivers. Each binary runs twice, for 300 and 300 + N keep-alive GETs over
+# 4 connections; the difference / N removes start-up.
+set -euo pipefail
+
+N=${1:-2000}
+shift || true
+# shellcheck source=bench/http/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init ginstr nginx:nginx-light valgrind:valgrind
+BINS=("$@")
+if [ ${#BINS[@]} -eq 0 ]; then
+    (cd "$ROOT" && cargo build --release -q -p weir-gateway --bin weir-gateway)
+    BINS=("$ROOT/target/release/weir-gateway")
+fi
+
+UP=$(free_port)
+PORT=$(free_port)
+ADMIN=$(free_port)
+start_upstream "$UP"
+weir_conf "$PORT" "$ADMIN" "$UP" 1000000 1s 1000000
+
+total() { # $1 binary, $2 requests -> total instructions
+    local out="$WORK/cg.$2" pid
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$1" --driver legacy --config "$WORK/weir.toml" \
+        >/dev/null 2>"$WORK/vg.err" &
+    pid=$!
+    wait_port "$PORT"
+    python3 - "$PORT" "$2" <<'P'
+import http.client, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+cs = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(4)]
+for i in range(n):
+    c = cs[i % 4]
+    c.request("GET", "/", headers={"user-agent": "bench"})
+    r = c.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+P
+    kill -INT "$pid" 2>/dev/null || true
+    sleep 2
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
+
+for bin in "${BINS[@]}"; do
+    a=$(total "$bin" 300)
+    b=$(total "$bin" $((300 + N)))
+    echo "$bin: $(((b - a) / N)) instructions/request (user space)"
+done
