@@ -53,11 +53,12 @@
 //! ```
 
 use crate::arith::{Divider, HALF};
-use crate::batch::{BatchAcquire, BatchDecision, run_batches};
+use crate::batch::BatchDecision;
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
-use crate::sync::{AtomicU64, Ordering};
+use crate::limiter::{Algorithm, Limiter, WordStep, acquire_word, peek_word};
+use crate::shared::LocalRun;
+pub use crate::shared::Shared;
 use crate::time::Nanos;
 
 /// `Some(new)` when a step changed the word. Every step writes its normalised word back
@@ -233,22 +234,28 @@ impl FixedWindowConfig {
     fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64) {
         let p = self.p;
         let w = self.window.divisor();
-        let now_idx = self.window.div(now.0);
-        let stored = p.idx(word);
-        let c = p.c0(word);
-        let (idx, count) = if c == 0 {
-            (now_idx, 0)
-        } else {
-            match p.rel(stored, now_idx) {
-                Rel::Same => (now_idx, c),
-                Rel::Next | Rel::Later => (now_idx, 0),
-                Rel::Rewind => (p.ahead_index(stored, now_idx), c),
-            }
-        };
+        let (idx, count) = self.counting(word, now);
         let end = Nanos(until_end(idx, w, now.0));
         let fits = count + cost <= self.limit;
         let after = if fits { count + cost } else { count };
         (fits, self.limit - after, end, p.pack(idx, after, 0))
+    }
+
+    /// The window still counting at `now` (its full index) and its count.
+    #[inline(always)]
+    fn counting(&self, word: u64, now: Nanos) -> (u64, u64) {
+        let p = self.p;
+        let now_idx = self.window.div(now.0);
+        let c = p.c0(word);
+        if c == 0 {
+            return (now_idx, 0);
+        }
+        let stored = p.idx(word);
+        match p.rel(stored, now_idx) {
+            Rel::Same => (now_idx, c),
+            Rel::Next | Rel::Later => (now_idx, 0),
+            Rel::Rewind => (p.ahead_index(stored, now_idx), c),
+        }
     }
 
     /// The pure step on a packed word: decision and new word.
@@ -302,12 +309,7 @@ impl Algorithm for FixedWindowConfig {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        let (d, new) = self.step(state.0, now, cost);
-        if let Some(w) = new {
-            state.0 = w;
-        }
-        Ok(d)
+        acquire_word(self, &mut state.0, now, cost)
     }
     fn peek_state(
         &self,
@@ -315,8 +317,7 @@ impl Algorithm for FixedWindowConfig {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        Ok(self.step(state.0, now, cost).0)
+        peek_word(self, state.0, now, cost)
     }
     fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
         self.step(state.0, now, 0).0.remaining == self.limit
@@ -554,7 +555,7 @@ impl SlidingWindowConfig {
         (d, changed(word, new))
     }
 
-    /// Events `a..b` of a batch on the local word `s` (see [`WordStep::run_local`]), with
+    /// Events `a..b` of a batch on the local word `s` (see `LocalRun::run_local`), with
     /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`).
     ///
     /// The word is kept decoded between events: the full index of its window, that
@@ -673,12 +674,7 @@ impl Algorithm for SlidingWindowConfig {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        let (d, new) = self.step(state.0, now, cost);
-        if let Some(w) = new {
-            state.0 = w;
-        }
-        Ok(d)
+        acquire_word(self, &mut state.0, now, cost)
     }
     fn peek_state(
         &self,
@@ -686,8 +682,7 @@ impl Algorithm for SlidingWindowConfig {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        Ok(self.step(state.0, now, cost).0)
+        peek_word(self, state.0, now, cost)
     }
     fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
         let v = self.view(state.0, now);
@@ -717,41 +712,61 @@ impl Limiter<SlidingWindowConfig> {
 // ---------------------------------------------------------------------------------------
 // Shared forms
 
-/// A window limiter shared between threads: one `AtomicU64` holding the packed word of
-/// a [`FixedWindowConfig`] or [`SlidingWindowConfig`], updated by CAS with the same step.
-#[derive(Debug)]
-pub struct SharedWindow<A> {
-    config: A,
-    word: AtomicU64,
-}
+/// A window limiter shared between threads: the generic [`Shared`] over a
+/// [`FixedWindowConfig`] or [`SlidingWindowConfig`] word.
+pub type SharedWindow<A> = Shared<A>;
 
 /// A lock-free fixed window.
-pub type SharedFixedWindow = SharedWindow<FixedWindowConfig>;
+pub type SharedFixedWindow = Shared<FixedWindowConfig>;
 /// A lock-free sliding-window counter.
-pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
+pub type SharedSlidingWindow = Shared<SlidingWindowConfig>;
 
-/// The packed-word step shared by both window kinds.
-trait WordStep {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
-    /// Events `a..b` of a batch on the local word `s`: the new word and whether any step
-    /// changed it (every step writes its normalised word, rejections and cost 0 included).
-    fn run_local<E, W>(
-        &self,
-        s: u64,
-        a: usize,
-        b: usize,
-        event: &mut E,
-        write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
-    fn limit_of(&self) -> u64;
-}
-impl WordStep for FixedWindowConfig {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, now, cost)
+/// A word with zero counts (fresh at every instant) other than `avoid`; never `u64::MAX`
+/// (its counts are not zero).
+const fn empty_word_besides(p: Packing, avoid: u64) -> u64 {
+    if avoid == 0 {
+        1 << (p.cb * p.counts)
+    } else {
+        0
     }
+}
+
+/// The sentinel `u64::MAX` moved one window ahead (same counts): the stored window then
+/// reads as a rewind, which keeps counting it — conservative.
+const fn next_window(p: Packing, word: u64) -> u64 {
+    word.wrapping_add(1 << (p.cb * p.counts))
+}
+
+impl WordStep for FixedWindowConfig {
+    #[inline(always)]
+    fn now_word(&self, now: Nanos) -> u64 {
+        now.0
+    }
+    #[inline(always)]
+    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+        capacity_check(self.limit, cost)
+    }
+    #[inline]
+    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+        self.step(word, Nanos(now_w), cost)
+    }
+    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+        self.is_fresh_state(&WindowState(word), Nanos(now_w))
+    }
+    fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
+        empty_word_besides(self.p, avoid)
+    }
+    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+        let (idx, count) = self.counting(word, Nanos(now_w));
+        self.p
+            .pack(idx, count.saturating_add(cost).min(self.limit), 0)
+    }
+    fn off_sentinel(&self, word: u64) -> u64 {
+        next_window(self.p, word)
+    }
+}
+
+impl LocalRun for FixedWindowConfig {
     /// The step on the packed word, event by event (it is cheap: no weights).
     #[inline(always)]
     fn run_local<E, W>(
@@ -780,14 +795,38 @@ impl WordStep for FixedWindowConfig {
         }
         (s, wrote)
     }
-    fn limit_of(&self) -> u64 {
-        self.limit
+}
+
+impl WordStep for SlidingWindowConfig {
+    #[inline(always)]
+    fn now_word(&self, now: Nanos) -> u64 {
+        now.0
+    }
+    #[inline(always)]
+    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+        capacity_check(self.limit, cost)
+    }
+    #[inline]
+    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+        self.step(word, Nanos(now_w), cost)
+    }
+    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+        self.is_fresh_state(&WindowState(word), Nanos(now_w))
+    }
+    fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
+        empty_word_besides(self.p, avoid)
+    }
+    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+        let v = self.view(word, Nanos(now_w));
+        self.p
+            .pack(v.idx, v.cur.saturating_add(cost).min(self.limit), v.prev)
+    }
+    fn off_sentinel(&self, word: u64) -> u64 {
+        next_window(self.p, word)
     }
 }
-impl WordStep for SlidingWindowConfig {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, now, cost)
-    }
+
+impl LocalRun for SlidingWindowConfig {
     /// The counter's step on a decoded word: see [`SlidingWindowConfig::run_decoded`].
     #[inline(always)]
     fn run_local<E, W>(
@@ -804,129 +843,21 @@ impl WordStep for SlidingWindowConfig {
     {
         self.run_decoded(s, a, b, event, write)
     }
-    fn limit_of(&self) -> u64 {
-        self.limit
-    }
 }
 
-impl SharedWindow<FixedWindowConfig> {
+impl Shared<FixedWindowConfig> {
     /// An empty shared fixed window.
     pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(SharedWindow {
-            config: FixedWindowConfig::new(limit, window)?,
-            word: AtomicU64::new(0),
-        })
+        Ok(Shared::from_config(FixedWindowConfig::new(limit, window)?))
     }
 }
 
-impl SharedWindow<SlidingWindowConfig> {
+impl Shared<SlidingWindowConfig> {
     /// An empty shared sliding-window counter.
     pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(SharedWindow {
-            config: SlidingWindowConfig::new(limit, window)?,
-            word: AtomicU64::new(0),
-        })
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> SharedWindow<A> {
-    /// The parameters.
-    pub fn config(&self) -> &A {
-        &self.config
-    }
-    /// Decides on `cost` at `now`; counts it when admitted.
-    pub fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.config.limit_of(), cost)?;
-        let mut s = self.word.load(Ordering::Relaxed);
-        loop {
-            match self.config.word_step(s, now, cost) {
-                (d, Some(n)) => {
-                    match self.word.compare_exchange_weak(
-                        s,
-                        n,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok(d),
-                        Err(cur) => s = cur,
-                    }
-                }
-                (d, None) => return Ok(d),
-            }
-        }
-    }
-    /// The decision `acquire` would return, counting nothing.
-    pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.config.limit_of(), cost)?;
-        Ok(self
-            .config
-            .word_step(self.word.load(Ordering::Relaxed), now, cost)
-            .0)
-    }
-    /// True when the window is empty at `now`.
-    pub fn is_fresh(&self, now: Nanos) -> bool {
-        let d = self
-            .config
-            .word_step(self.word.load(Ordering::Relaxed), now, 0)
-            .0;
-        d.remaining == self.config.limit_of() && d.reset_after.is_zero()
-    }
-
-    /// The raw packed word, for tests and diagnostics.
-    pub fn raw_state(&self) -> u64 {
-        self.word.load(Ordering::Relaxed)
-    }
-
-    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
-    /// hands each outcome to `write(i, ..)`: the verdict, `remaining` and `retry_after` of
-    /// `acquire`'s [`Decision`] (not `reset_after`, which a sliding-window counter
-    /// computes at some cost; `delay` is always zero), or its [`InsufficientCapacity`].
-    /// One load and one CAS per [`crate::batch::BATCH`] events, with the same step on a
-    /// local word; the contract (redone batches, atomicity) is
-    /// [`BatchAcquire::acquire_batch`]'s.
-    #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        run_batches(
-            &self.word,
-            len,
-            event,
-            write,
-            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
-            |now, cost| self.acquire(now, cost),
-        );
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> BatchAcquire for SharedWindow<A> {
-    #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        SharedWindow::acquire_batch(self, len, event, write);
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> SharedRateLimiter for SharedWindow<A> {
-    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedWindow::acquire(self, now, cost)
-    }
-    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedWindow::peek(self, now, cost)
-    }
-    fn is_fresh(&self, now: Nanos) -> bool {
-        SharedWindow::is_fresh(self, now)
-    }
-    fn capacity(&self) -> u64 {
-        self.config.limit_of()
+        Ok(Shared::from_config(SlidingWindowConfig::new(
+            limit, window,
+        )?))
     }
 }
 
