@@ -29,10 +29,19 @@
 //! expected active keys).
 //!
 //! * [`KeyedLimiter`] — single owner, generic over any [`Algorithm`], `N` slots inline.
-//! * [`KeyedTokenBuckets`] — concurrent (`&self`, lock-free except a two-store reclaim
-//!   window, below), token buckets only, over caller-provided storage `S: AsRef<[Slot]>`,
-//!   so a std frontend allocates `Box<[Slot]>` of a size chosen at runtime. **16 bytes per
-//!   key** (an `AtomicU64` digest and an `AtomicU64` TAT).
+//! * [`KeyedShared`] — concurrent (`&self`, lock-free except a two-store reclaim window,
+//!   below), generic over any [`WordStep`] algorithm (token bucket, leaky bucket, fixed
+//!   window, sliding-window counter: the same pure step as their shared forms), over
+//!   caller-provided storage `S: AsRef<[Slot]>`, so a std frontend allocates `Box<[Slot]>`
+//!   of a size chosen at runtime. **16 bytes per key** whatever the algorithm (an
+//!   `AtomicU64` digest and an `AtomicU64` state word). [`KeyedTokenBuckets`] is its token
+//!   bucket alias.
+//! * The sliding log's state is a whole log, not a word: it has no lock-free keyed form
+//!   here (a spin lock over caller memory would need `unsafe` in this `forbid(unsafe_code)`
+//!   crate); frontends stripe [`KeyedLimiter`]s behind one small lock per stripe.
+//!
+//! The lookup reads the home slot first and continues out of line only when the key is
+//! not there (the usual hit on a table sized ≥ 2× the active keys is one slot read).
 //!
 //! # Concurrent reclaim protocol
 //! Key and state are two words, so reusing a slot for key `B` while a thread of key `A` is
@@ -43,8 +52,10 @@
 //! successful CAS checks the key once more: if its slot was reclaimed meanwhile (ABA on the
 //! state word), it charges its cost again in its key's current slot. The victim slot is
 //! then over-charged: conservative. Threads that find `LOCKED` spin until the reclaimer's
-//! two stores land. The state never takes the sentinel value (`u64::MAX`); a computed TAT
-//! equal to it is stored one unit (1/k ns) later, conservative.
+//! two stores land. The state never takes the sentinel value (`u64::MAX`): a computed word
+//! equal to it is replaced by [`WordStep::off_sentinel`] (a TAT one unit, 1/k ns, later; a
+//! window one index ahead, which reads as a rewind and keeps counting), conservative. The
+//! re-charge uses [`WordStep::charge_word`] (no limit check, saturating at a full state).
 //!
 //! Known residual race: two threads inserting the *same new* key at the same moment, into
 //! a probe window with no empty slot, whose clocks disagree on which slot is already fresh,

@@ -7,13 +7,11 @@
 //! different algorithms look the same to the flow.
 
 use crate::policy::{Algorithm, BackoffPolicy, BreakerPolicy, BudgetPolicy};
-use std::sync::Mutex;
-use weir_core::keyed::KeyedLimiter as CoreKeyed;
 use weir_core::retry_budget::ratio_ppm_from_f64;
 use weir_core::{
     Backoff, BreakerConfig, Cooldown, Decision, FixedWindowConfig, InsufficientCapacity,
-    KeyedDecision, KeyedTokenBuckets, LeakyBucketConfig, Nanos, Rng, SlidingLogConfig,
-    SlidingWindowConfig, Slot, SlowCall, TokenBucketConfig, Verdict,
+    LeakyBucketConfig, Nanos, Rng, SlidingLogConfig, SlidingWindowConfig, SlowCall,
+    TokenBucketConfig, Verdict,
 };
 
 pub(crate) use weir_core::ConfigError as CoreError;
@@ -127,6 +125,33 @@ pub(crate) fn check_algorithm(alg: &Algorithm) -> Result<(), CoreError> {
 }
 
 // ---- keyed local limiters ---------------------------------------------------------------
+//
+// Every local keyed algorithm runs on a table sized at load time with at least `max_keys`
+// keys and no lock shared by the whole route:
+//
+// | algorithm | table | memory per key |
+// |---|---|---|
+// | token bucket, leaky bucket, fixed window, sliding-window counter | weir-core's lock-free `KeyedShared` (one CAS per decision) | 16 bytes (digest + state word) |
+// | sliding log | `StripedLogs`: stripes of 16 keys, each a core `KeyedLimiter` behind its own `Mutex`, allocated on first use | about `8·N + 40` bytes, `N` the log length class ≥ `limit` (16, 128 or 1024): 168 B, 1 064 B or 8 232 B |
+//
+// Capacity is `max_keys` slots exactly (16 slots per stripe for the log, rounded up),
+// capped at `MAX_KEYED_SLOTS` (2^24 keys: 256 MiB of word slots). A key lives within 16
+// slots of its home, so a table runs full of *active* keys before every slot is taken: size
+// `max_keys` at about twice the keys expected to be active at once. Keys beyond that share
+// the table's overflow limiter (counted as `weir_keys_overflow_total`).
+//
+// Why a mutex per stripe for the log and no lock-free form: a log's state is up to 1024
+// instants, so one update writes several words (entries, head, length) that no single CAS
+// covers. weir-core has no lock of its own (a spin lock guarding caller memory needs
+// `unsafe`, which the core forbids). A `std::sync::Mutex` per stripe is one uncontended CAS
+// to take and one store to release, like a spin lock, but parks a waiter instead of
+// spinning when the holder is preempted (two workers on two shared cores). Two requests
+// contend only when their keys share a stripe (`max_keys / 16` stripes), so a route's
+// workers do not serialise as they did on one mutex per route.
+
+use std::sync::Mutex as StripeLock;
+use weir_core::keyed::KeyedLimiter as CoreKeyed;
+use weir_core::{KeyedDecision, KeyedShared, Slot, WordStep};
 
 /// What a local keyed limiter answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,47 +166,50 @@ pub(crate) trait KeyedLimiter: Send + Sync {
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire;
 }
 
-/// Builds the keyed limiter of a local rate limit (the core's bounded keyed tables).
-///
-/// - `token_bucket`: [`weir_core::KeyedTokenBuckets`] over `max_keys` slots — concurrent,
-///   lock-free, one shared overflow bucket.
-/// - other algorithms: the core's single-owner [`weir_core::KeyedLimiter`] (generic over
-///   the algorithm, `N` slots inline, one overflow state) behind one mutex per route. Its
-///   size is a compile-time constant, so the table gets the largest supported `N ≤
-///   max_keys` (one of 65536, 16384, 4096, 1024, 256, 64, 16, 8, 4, 2, 1; at most 256 for `sliding_log`, whose
-///   per-key state is the whole log) — never more keys than `max_keys`.
+/// Builds the keyed limiter of a local rate limit: a lock-free [`weir_core::KeyedShared`]
+/// of `max_keys` slots for every algorithm with a one-word state, a [`StripedLogs`] of at
+/// least `max_keys` keys for the sliding log (see the block comment above for memory per
+/// key and the cap).
 ///
 /// `None` only for parameters the config compiler already rejected.
 pub(crate) fn keyed_limiter(alg: &Algorithm, max_keys: u64) -> Option<Box<dyn KeyedLimiter>> {
+    let keys = usize::try_from(max_keys)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_KEYED_SLOTS);
     Some(match *alg {
-        Algorithm::TokenBucket { rate, per, burst } => {
-            let cfg = TokenBucketConfig::new(rate, per.0.into(), burst).ok()?;
-            let n = usize::try_from(max_keys)
-                .unwrap_or(usize::MAX)
-                .min(MAX_TB_SLOTS);
-            let slots: Box<[Slot]> = (0..n).map(|_| Slot::new()).collect();
-            Box::new(KeyedTokenBuckets::new(cfg, slots))
-        }
+        Algorithm::TokenBucket { rate, per, burst } => word_table(
+            TokenBucketConfig::new(rate, per.0.into(), burst).ok()?,
+            keys,
+        ),
         Algorithm::LeakyBucket {
             rate,
             per,
             burst,
             delay,
             nodelay,
-        } => sized(
+        } => word_table(
             LeakyBucketConfig::new(rate, per.0.into(), burst, delay, nodelay).ok()?,
-            max_keys,
+            keys,
         ),
-        Algorithm::FixedWindow { limit, window } => sized(
-            FixedWindowConfig::new(limit, window.0.into()).ok()?,
-            max_keys,
-        ),
-        Algorithm::SlidingWindow { limit, window } => sized(
-            SlidingWindowConfig::new(limit, window.0.into()).ok()?,
-            max_keys,
-        ),
+        Algorithm::FixedWindow { limit, window } => {
+            word_table(FixedWindowConfig::new(limit, window.0.into()).ok()?, keys)
+        }
+        Algorithm::SlidingWindow { limit, window } => {
+            word_table(SlidingWindowConfig::new(limit, window.0.into()).ok()?, keys)
+        }
         Algorithm::SlidingLog { limit, window } => {
-            sized_log(LogConfig::new(limit, window.0.into()).ok()?, max_keys)
+            let window: Nanos = window.0.into();
+            // The shortest log class that holds `limit` entries.
+            if limit <= 16 {
+                StripedLogs::<16>::boxed(SlidingLogConfig::new(limit, window).ok()?, keys)
+            } else if limit <= 128 {
+                StripedLogs::<128>::boxed(SlidingLogConfig::new(limit, window).ok()?, keys)
+            } else {
+                StripedLogs::<SLIDING_LOG_CAPACITY>::boxed(
+                    LogConfig::new(limit, window).ok()?,
+                    keys,
+                )
+            }
         }
     })
 }
@@ -189,8 +217,17 @@ pub(crate) fn keyed_limiter(alg: &Algorithm, max_keys: u64) -> Option<Box<dyn Ke
 /// The sliding log's fixed capacity (its config limit is bounded by it).
 type LogConfig = SlidingLogConfig<SLIDING_LOG_CAPACITY>;
 
-/// The most token-bucket slots (16 bytes each): 64 MiB.
-const MAX_TB_SLOTS: usize = 1 << 22;
+/// The most keys of one keyed table (16 bytes each in a word table: 256 MiB).
+const MAX_KEYED_SLOTS: usize = 1 << 24;
+
+/// A lock-free table of `keys` slots.
+fn word_table<A>(alg: A, keys: usize) -> Box<dyn KeyedLimiter>
+where
+    A: WordStep + Send + Sync + 'static,
+{
+    let slots: Box<[Slot]> = (0..keys).map(|_| Slot::new()).collect();
+    Box::new(KeyedShared::new(alg, slots))
+}
 
 fn never(e: InsufficientCapacity) -> Decision {
     // Cost is 1 and every capacity is at least 1: unreachable in practice; refuse.
@@ -216,73 +253,48 @@ fn local(r: Result<KeyedDecision, InsufficientCapacity>) -> LocalAcquire {
     }
 }
 
-impl<S: AsRef<[Slot]> + Send + Sync> KeyedLimiter for KeyedTokenBuckets<S> {
+impl<A, S> KeyedLimiter for KeyedShared<A, S>
+where
+    A: WordStep + Send + Sync,
+    S: AsRef<[Slot]> + Send + Sync,
+{
     #[inline]
     fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
-        local(KeyedTokenBuckets::acquire(self, key, now, cost))
+        local(KeyedShared::acquire(self, key, now, cost))
     }
 }
 
-/// A core single-owner keyed table shared by the route's threads.
-struct Locked<A: weir_core::Algorithm, const N: usize>(Mutex<Box<CoreKeyed<A, N>>>);
+/// Keys per stripe of a [`StripedLogs`] (one probe window of the core table).
+const LOG_STRIPE_KEYS: usize = 16;
 
-impl<A, const N: usize> KeyedLimiter for Locked<A, N>
-where
-    A: weir_core::Algorithm + Send,
-    A::State: Send,
-{
-    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
-        let mut t = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        local(t.acquire(key, now, cost))
-    }
+/// One stripe: a core single-owner table of 16 logs, built on first use.
+type LogStripe<const N: usize> = Option<Box<CoreKeyed<SlidingLogConfig<N>, LOG_STRIPE_KEYS>>>;
+
+/// The sliding log's keyed table: `⌈keys / 16⌉` stripes, each its own lock. A key's
+/// stripe is chosen by its low 32 bits, its slot inside the stripe by its high bits (the
+/// core's home slot), so the two choices are independent. Each stripe has its own
+/// overflow log: a key whose stripe is full of active logs shares it with that stripe's
+/// other overflowing keys (conservative, as in the core).
+struct StripedLogs<const N: usize> {
+    alg: SlidingLogConfig<N>,
+    stripes: Box<[StripeLock<LogStripe<N>>]>,
 }
 
-fn locked<A, const N: usize>(alg: A) -> Box<dyn KeyedLimiter>
-where
-    A: weir_core::Algorithm + Send + 'static,
-    A::State: Send,
-{
-    // The table is built by value before it is boxed; large ones are built on a helper
-    // thread with a stack big enough for them (load/reload time only).
-    // (`build` is a separate frame: unoptimised builds reserve stack for every local of
-    // a function, taken branch or not.)
-    let size = core::mem::size_of::<CoreKeyed<A, N>>();
-    let table = if size <= 64 * 1024 {
-        build::<A, N>(alg)
-    } else {
-        std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .name("weir-keyed-init".into())
-                .stack_size(size * 16 + (8 << 20))
-                .spawn_scoped(s, move || build::<A, N>(alg))
-                .expect("spawn table builder")
-                .join()
-                .expect("table builder")
+impl<const N: usize> StripedLogs<N> {
+    fn boxed(alg: SlidingLogConfig<N>, keys: usize) -> Box<dyn KeyedLimiter> {
+        let n = keys.div_ceil(LOG_STRIPE_KEYS);
+        Box::new(StripedLogs {
+            alg,
+            stripes: (0..n).map(|_| StripeLock::new(None)).collect(),
         })
-    };
-    Box::new(Locked(Mutex::new(table)))
+    }
 }
 
-#[inline(never)]
-fn build<A: weir_core::Algorithm, const N: usize>(alg: A) -> Box<CoreKeyed<A, N>> {
-    Box::new(CoreKeyed::<A, N>::new(alg))
-}
-
-macro_rules! pick_size {
-    ($alg:expr, $max:expr; $($n:literal),*) => {{
-        $( if $max >= $n { return locked::<_, $n>($alg); } )*
-        locked::<_, 1>($alg)
-    }};
-}
-
-fn sized<A>(alg: A, max_keys: u64) -> Box<dyn KeyedLimiter>
-where
-    A: weir_core::Algorithm + Send + 'static,
-    A::State: Send,
-{
-    pick_size!(alg, max_keys; 65536, 16384, 4096, 1024, 256, 64, 16, 8, 4, 2)
-}
-
-fn sized_log(alg: LogConfig, max_keys: u64) -> Box<dyn KeyedLimiter> {
-    pick_size!(alg, max_keys; 256, 64, 16, 8, 4, 2)
+impl<const N: usize> KeyedLimiter for StripedLogs<N> {
+    fn acquire(&self, key: u64, now: Nanos, cost: u64) -> LocalAcquire {
+        let i = ((key as u32 as u64 * self.stripes.len() as u64) >> 32) as usize;
+        let mut stripe = self.stripes[i].lock().unwrap_or_else(|p| p.into_inner());
+        let table = stripe.get_or_insert_with(|| Box::new(CoreKeyed::new(self.alg)));
+        local(table.acquire(key, now, cost))
+    }
 }
