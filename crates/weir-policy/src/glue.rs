@@ -298,3 +298,81 @@ impl<const N: usize> KeyedLimiter for StripedLogs<N> {
         local(table.acquire(key, now, cost))
     }
 }
+
+#[cfg(test)]
+mod keyed_tests {
+    use super::*;
+    use crate::config::raw::Dur;
+    use std::time::Duration;
+
+    fn every_algorithm() -> Vec<Algorithm> {
+        let d = Dur(Duration::from_secs(1));
+        vec![
+            Algorithm::TokenBucket {
+                rate: 1,
+                per: d,
+                burst: 1,
+            },
+            Algorithm::LeakyBucket {
+                rate: 1,
+                per: d,
+                burst: 0,
+                delay: 0,
+                nodelay: false,
+            },
+            Algorithm::FixedWindow {
+                limit: 1,
+                window: d,
+            },
+            Algorithm::SlidingWindow {
+                limit: 1,
+                window: d,
+            },
+            Algorithm::SlidingLog {
+                limit: 1,
+                window: d,
+            },
+            Algorithm::SlidingLog {
+                limit: 100,
+                window: d,
+            },
+            Algorithm::SlidingLog {
+                limit: 1000,
+                window: d,
+            },
+        ]
+    }
+
+    /// `max_keys = 10000` holds thousands of exhausted keys (a 4096-slot table could not),
+    /// each keeping its own state.
+    #[test]
+    fn max_keys_is_honoured_for_every_algorithm() {
+        for alg in every_algorithm() {
+            let t = keyed_limiter(&alg, 10_000).unwrap();
+            let keys = 3_000u64;
+            let digest = |k: u64| (k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let cost = |alg: &Algorithm| match alg {
+                Algorithm::SlidingLog { limit, .. } => *limit,
+                _ => 1,
+            };
+            for k in 0..keys {
+                let a = t.acquire(digest(k), Nanos(0), cost(&alg));
+                assert!(a.decision.is_allowed() && !a.overflow, "{alg:?} key {k}");
+            }
+            for k in 0..keys {
+                let a = t.acquire(digest(k), Nanos(0), 1);
+                assert!(!a.decision.is_allowed() && !a.overflow, "{alg:?} key {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_and_huge_max_keys_build() {
+        for alg in every_algorithm() {
+            for n in [0, 1, 1 << 20] {
+                let t = keyed_limiter(&alg, n).unwrap();
+                assert!(t.acquire(7, Nanos(0), 1).decision.is_allowed());
+            }
+        }
+    }
+}
