@@ -298,35 +298,6 @@ impl FixedWindowConfig {
     }
 }
 
-impl Algorithm for FixedWindowConfig {
-    type State = WindowState;
-    fn fresh_state(&self) -> WindowState {
-        WindowState(0)
-    }
-    fn acquire_state(
-        &self,
-        state: &mut WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        acquire_word(self, &mut state.0, now, cost)
-    }
-    fn peek_state(
-        &self,
-        state: &WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        peek_word(self, state.0, now, cost)
-    }
-    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
-        self.step(state.0, now, 0).0.remaining == self.limit
-    }
-    fn capacity(&self) -> u64 {
-        self.limit
-    }
-}
-
 /// A single-owner fixed window; see the [module docs](self).
 pub type FixedWindow = Limiter<FixedWindowConfig>;
 
@@ -663,36 +634,6 @@ impl SlidingWindowConfig {
     }
 }
 
-impl Algorithm for SlidingWindowConfig {
-    type State = WindowState;
-    fn fresh_state(&self) -> WindowState {
-        WindowState(0)
-    }
-    fn acquire_state(
-        &self,
-        state: &mut WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        acquire_word(self, &mut state.0, now, cost)
-    }
-    fn peek_state(
-        &self,
-        state: &WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        peek_word(self, state.0, now, cost)
-    }
-    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
-        let v = self.view(state.0, now);
-        v.prev == 0 && v.cur == 0
-    }
-    fn capacity(&self) -> u64 {
-        self.limit
-    }
-}
-
 /// A single-owner sliding-window counter; see the [module docs](self).
 pub type SlidingWindow = Limiter<SlidingWindowConfig>;
 
@@ -737,34 +678,95 @@ const fn next_window(p: Packing, word: u64) -> u64 {
     word.wrapping_add(1 << (p.cb * p.counts))
 }
 
-impl WordStep for FixedWindowConfig {
-    #[inline(always)]
-    fn now_word(&self, now: Nanos) -> u64 {
-        now.0
-    }
-    #[inline(always)]
-    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
-        capacity_check(self.limit, cost)
-    }
-    #[inline]
-    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, Nanos(now_w), cost)
-    }
-    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
-        self.is_fresh_state(&WindowState(word), Nanos(now_w))
-    }
-    fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
-        empty_word_besides(self.p, avoid)
-    }
-    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
-        let (idx, count) = self.counting(word, Nanos(now_w));
-        self.p
-            .pack(idx, count.saturating_add(cost).min(self.limit), 0)
-    }
-    fn off_sentinel(&self, word: u64) -> u64 {
-        next_window(self.p, word)
-    }
+/// The [`Algorithm`] and [`WordStep`] impls of a window: its state is the packed word and
+/// its time base is ns, so both forms share one step; a window kind only says how it
+/// tells an empty state (`fresh`) and how it charges without a limit check (`charge`).
+macro_rules! window_algorithm {
+    (
+        $cfg:ty,
+        fresh($fs:ident, $fword:ident, $fnow:ident) $fresh:block,
+        charge($cs:ident, $cword:ident, $cnow:ident, $ccost:ident) $charge:block
+    ) => {
+        impl Algorithm for $cfg {
+            type State = WindowState;
+            fn fresh_state(&self) -> WindowState {
+                WindowState(0)
+            }
+            fn acquire_state(
+                &self,
+                state: &mut WindowState,
+                now: Nanos,
+                cost: u64,
+            ) -> Result<Decision, InsufficientCapacity> {
+                acquire_word(self, &mut state.0, now, cost)
+            }
+            fn peek_state(
+                &self,
+                state: &WindowState,
+                now: Nanos,
+                cost: u64,
+            ) -> Result<Decision, InsufficientCapacity> {
+                peek_word(self, state.0, now, cost)
+            }
+            fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
+                let ($fs, $fword, $fnow) = (self, state.0, now);
+                $fresh
+            }
+            fn capacity(&self) -> u64 {
+                self.limit
+            }
+        }
+
+        impl WordStep for $cfg {
+            #[inline(always)]
+            fn now_word(&self, now: Nanos) -> u64 {
+                now.0
+            }
+            #[inline(always)]
+            fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+                capacity_check(self.limit, cost)
+            }
+            #[inline]
+            fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+                self.step(word, Nanos(now_w), cost)
+            }
+            fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+                self.is_fresh_state(&WindowState(word), Nanos(now_w))
+            }
+            fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
+                empty_word_besides(self.p, avoid)
+            }
+            fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+                let ($cs, $cword, $cnow, $ccost) = (self, word, Nanos(now_w), cost);
+                $charge
+            }
+            fn off_sentinel(&self, word: u64) -> u64 {
+                next_window(self.p, word)
+            }
+        }
+    };
 }
+
+window_algorithm!(
+    FixedWindowConfig,
+    fresh(c, word, now) { c.step(word, now, 0).0.remaining == c.limit },
+    charge(c, word, now, cost) {
+        let (idx, count) = c.counting(word, now);
+        c.p.pack(idx, count.saturating_add(cost).min(c.limit), 0)
+    }
+);
+
+window_algorithm!(
+    SlidingWindowConfig,
+    fresh(c, word, now) {
+        let v = c.view(word, now);
+        v.prev == 0 && v.cur == 0
+    },
+    charge(c, word, now, cost) {
+        let v = c.view(word, now);
+        c.p.pack(v.idx, v.cur.saturating_add(cost).min(c.limit), v.prev)
+    }
+);
 
 impl LocalRun for FixedWindowConfig {
     /// The step on the packed word, event by event (it is cheap: no weights).
@@ -794,35 +796,6 @@ impl LocalRun for FixedWindowConfig {
             write(i, Ok(d));
         }
         (s, wrote)
-    }
-}
-
-impl WordStep for SlidingWindowConfig {
-    #[inline(always)]
-    fn now_word(&self, now: Nanos) -> u64 {
-        now.0
-    }
-    #[inline(always)]
-    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
-        capacity_check(self.limit, cost)
-    }
-    #[inline]
-    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, Nanos(now_w), cost)
-    }
-    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
-        self.is_fresh_state(&WindowState(word), Nanos(now_w))
-    }
-    fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
-        empty_word_besides(self.p, avoid)
-    }
-    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
-        let v = self.view(word, Nanos(now_w));
-        self.p
-            .pack(v.idx, v.cur.saturating_add(cost).min(self.limit), v.prev)
-    }
-    fn off_sentinel(&self, word: u64) -> u64 {
-        next_window(self.p, word)
     }
 }
 
