@@ -397,14 +397,8 @@ mod tests {
 
     #[test]
     fn shared_matches_single() {
-        let mut a = LeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
-        let b = SharedLeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
-        let mut now = 0;
-        for i in 0..if cfg!(miri) { 100 } else { 2000u64 } {
-            now += (i * 7919) % (S / 2);
-            let cost = i % 4;
-            assert_eq!(a.acquire(Nanos(now), cost), b.acquire(Nanos(now), cost));
-        }
+        let cfg = LeakyBucketConfig::new(3, Nanos(S), 4, 2, false).unwrap();
+        crate::shared::assert_equals_single(cfg, 2000, S / 2, 4);
         assert!(LeakyBucketConfig::new(1, Nanos(S), u64::MAX, 0, false).is_err());
     }
 }

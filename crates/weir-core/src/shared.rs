@@ -158,3 +158,20 @@ impl<A: WordStep> SharedRateLimiter for Shared<A> {
         self.config.capacity()
     }
 }
+
+/// Test helper: the shared form equals the single-owner form of `alg` on `n` acquisitions
+/// whose instants advance by `(i · 7919) mod max_step` and whose costs cycle `0..costs`.
+#[cfg(test)]
+pub(crate) fn assert_equals_single<A: WordStep + Clone>(alg: A, n: u64, max_step: u64, costs: u64)
+where
+    A::State: core::fmt::Debug,
+{
+    let mut a = crate::Limiter::from_algorithm(alg.clone());
+    let b = Shared::from_config(alg);
+    let mut now = 0;
+    for i in 0..if cfg!(miri) { 100 } else { n } {
+        now += (i * 7919) % max_step;
+        let cost = i % costs;
+        assert_eq!(a.acquire(Nanos(now), cost), b.acquire(Nanos(now), cost));
+    }
+}

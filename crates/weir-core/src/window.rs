@@ -913,13 +913,8 @@ mod tests {
             Verdict::Reject
         );
         assert!(sw.is_fresh(Nanos(2 * S)));
-        let sh = SharedSlidingWindow::new(10, Nanos(S)).unwrap();
-        let mut a = SlidingWindow::new(10, Nanos(S)).unwrap();
-        let mut now = 0;
-        for i in 0..if cfg!(miri) { 100 } else { 3000u64 } {
-            now += (i * 7919) % (S / 3);
-            assert_eq!(a.acquire(Nanos(now), i % 5), sh.acquire(Nanos(now), i % 5));
-        }
+        let cfg = SlidingWindowConfig::new(10, Nanos(S)).unwrap();
+        crate::shared::assert_equals_single(cfg, 3000, S / 3, 5);
     }
 
     #[test]
