@@ -298,22 +298,6 @@ impl FixedWindowConfig {
     }
 }
 
-/// A single-owner fixed window; see the [module docs](self).
-pub type FixedWindow = Limiter<FixedWindowConfig>;
-
-impl Limiter<FixedWindowConfig> {
-    /// An empty fixed window: `limit` per `window`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        match FixedWindowConfig::new(limit, window) {
-            Ok(algorithm) => Ok(Limiter {
-                algorithm,
-                state: WindowState(0),
-            }),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Sliding-window counter
 
@@ -634,22 +618,6 @@ impl SlidingWindowConfig {
     }
 }
 
-/// A single-owner sliding-window counter; see the [module docs](self).
-pub type SlidingWindow = Limiter<SlidingWindowConfig>;
-
-impl Limiter<SlidingWindowConfig> {
-    /// An empty sliding-window counter: `limit` per `window`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        match SlidingWindowConfig::new(limit, window) {
-            Ok(algorithm) => Ok(Limiter {
-                algorithm,
-                state: WindowState(0),
-            }),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Shared forms
 
@@ -683,10 +651,33 @@ const fn next_window(p: Packing, word: u64) -> u64 {
 /// tells an empty state (`fresh`) and how it charges without a limit check (`charge`).
 macro_rules! window_algorithm {
     (
-        $cfg:ty,
+        $cfg:ident, $single:ident, $what:literal,
         fresh($fs:ident, $fword:ident, $fnow:ident) $fresh:block,
         charge($cs:ident, $cword:ident, $cnow:ident, $ccost:ident) $charge:block
     ) => {
+        #[doc = concat!("A single-owner ", $what, "; see the [module docs](self).")]
+        pub type $single = Limiter<$cfg>;
+
+        impl Limiter<$cfg> {
+            #[doc = concat!("An empty ", $what, ": `limit` per `window`.")]
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                match $cfg::new(limit, window) {
+                    Ok(algorithm) => Ok(Limiter {
+                        algorithm,
+                        state: WindowState(0),
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+
+        impl Shared<$cfg> {
+            #[doc = concat!("An empty shared ", $what, ".")]
+            pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                Ok(Shared::from_config($cfg::new(limit, window)?))
+            }
+        }
+
         impl Algorithm for $cfg {
             type State = WindowState;
             fn fresh_state(&self) -> WindowState {
@@ -748,7 +739,7 @@ macro_rules! window_algorithm {
 }
 
 window_algorithm!(
-    FixedWindowConfig,
+    FixedWindowConfig, FixedWindow, "fixed window",
     fresh(c, word, now) { c.step(word, now, 0).0.remaining == c.limit },
     charge(c, word, now, cost) {
         let (idx, count) = c.counting(word, now);
@@ -757,7 +748,7 @@ window_algorithm!(
 );
 
 window_algorithm!(
-    SlidingWindowConfig,
+    SlidingWindowConfig, SlidingWindow, "sliding-window counter",
     fresh(c, word, now) {
         let v = c.view(word, now);
         v.prev == 0 && v.cur == 0
@@ -815,22 +806,6 @@ impl LocalRun for SlidingWindowConfig {
         W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
     {
         self.run_decoded(s, a, b, event, write)
-    }
-}
-
-impl Shared<FixedWindowConfig> {
-    /// An empty shared fixed window.
-    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(Shared::from_config(FixedWindowConfig::new(limit, window)?))
-    }
-}
-
-impl Shared<SlidingWindowConfig> {
-    /// An empty shared sliding-window counter.
-    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(Shared::from_config(SlidingWindowConfig::new(
-            limit, window,
-        )?))
     }
 }
 
