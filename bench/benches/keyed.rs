@@ -225,10 +225,13 @@ fn row_2t<A: WordStep + Sync + Copy>(
     });
 }
 
+/// One stripe: 16 keys' logs, built on first use.
+type LogStripe = Mutex<Option<Box<KeyedLimiter<SlidingLogConfig<16>, 16>>>>;
+
 /// weir-policy's striped sliding-log table (stripes of 16 keys, one mutex each).
 struct StripedLogs {
     alg: SlidingLogConfig<16>,
-    stripes: Box<[Mutex<Option<Box<KeyedLimiter<SlidingLogConfig<16>, 16>>>>]>,
+    stripes: Box<[LogStripe]>,
 }
 
 impl StripedLogs {
