@@ -57,7 +57,7 @@
 //! ```
 
 use crate::arith::HALF;
-use crate::batch::BatchDecision;
+use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, WordStep};
@@ -264,18 +264,14 @@ impl LocalRun for LeakyBucketConfig {
     /// apart from the (never taken, for a validated trace) cost check: the same integers
     /// as [`LeakyBucketConfig::decide`] and [`SharedLeakyBucket::acquire`].
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let g = &self.gcra;
         let (k, t, w, undelayed) = (
             g.k_divider(),

@@ -13,7 +13,7 @@
 //! CAS-floor ratio. Its word is the same as `Shared<TokenBucketConfig>`'s and the keyed
 //! table drives it through the same [`WordStep`] impl.
 
-use crate::batch::{BatchAcquire, BatchDecision, run_batches};
+use crate::batch::{BatchAcquire, Events, Outcomes, run_batches};
 use crate::decision::{Decision, InsufficientCapacity};
 use crate::limiter::{SharedRateLimiter, WordStep};
 use crate::sync::{AtomicU64, Ordering};
@@ -33,17 +33,14 @@ pub(crate) trait LocalRun {
     /// Whether a batch outcome can carry a delay.
     const DELAYS: bool = false;
     /// Events `a..b` on the local word `s`: the new word and whether any step changed it.
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
+    ) -> (u64, bool);
 }
 
 impl<A: WordStep> Shared<A> {
@@ -113,11 +110,7 @@ impl<A: WordStep + LocalRun> Shared<A> {
     /// with the same step on a local word; the contract (redone batches, atomicity) is
     /// [`BatchAcquire::acquire_batch`]'s.
     #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    pub fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         run_batches(
             &self.word,
             len,
@@ -134,11 +127,7 @@ impl<A: WordStep + LocalRun> BatchAcquire for Shared<A> {
     const DELAYS: bool = A::DELAYS;
 
     #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         Shared::acquire_batch(self, len, event, write);
     }
 }

@@ -104,7 +104,7 @@
 
 use crate::arith::{Divider, HALF, gcd};
 pub use crate::batch::{BATCH, BatchDecision};
-use crate::batch::{BatchAcquire, run_batches};
+use crate::batch::{BatchAcquire, Events, Outcomes, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter, WordStep};
@@ -771,11 +771,7 @@ impl SharedTokenBucket {
     /// respect to other calls on this bucket; a redone one is as atomic as `acquire` per
     /// event.
     #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    pub fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         run_batches(
             &self.tat,
             len,
@@ -793,18 +789,14 @@ impl TokenBucketConfig {
     /// (wrote the word). Branch-free per event apart from the (never taken, for a validated
     /// trace) cost check.
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let (k, t, w) = (self.k.divisor(), self.t, self.w);
         let mut wrote = false;
         for i in a..b {
@@ -853,11 +845,7 @@ impl TokenBucketConfig {
 
 impl BatchAcquire for SharedTokenBucket {
     #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         SharedTokenBucket::acquire_batch(self, len, event, write);
     }
 }

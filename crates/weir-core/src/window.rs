@@ -53,7 +53,7 @@
 //! ```
 
 use crate::arith::{Divider, HALF};
-use crate::batch::BatchDecision;
+use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter, WordStep, acquire_word, peek_word};
@@ -522,18 +522,14 @@ impl SlidingWindowConfig {
     /// other event (the first of the batch, a new window, a rewind) runs `step`'s own
     /// [`SlidingWindowConfig::lean`] on the packed word and decodes the result.
     #[inline(always)]
-    fn run_decoded<E, W>(
+    fn run_decoded<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let (limit, w, p) = (self.limit, self.window.divisor(), self.p);
         let mut wrote = false;
         // The decoded word; `valid` once an event decoded it and its window start fits.
@@ -762,18 +758,14 @@ window_algorithm!(
 impl LocalRun for FixedWindowConfig {
     /// The step on the packed word, event by event (it is cheap: no weights).
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let mut wrote = false;
         for i in a..b {
             let (now, cost) = event(i);
@@ -793,18 +785,14 @@ impl LocalRun for FixedWindowConfig {
 impl LocalRun for SlidingWindowConfig {
     /// The counter's step on a decoded word: see [`SlidingWindowConfig::run_decoded`].
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         self.run_decoded(s, a, b, event, write)
     }
 }
