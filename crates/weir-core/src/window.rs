@@ -200,34 +200,49 @@ pub struct FixedWindowConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WindowState(pub u64);
 
-impl FixedWindowConfig {
-    /// `limit` admissions per aligned `window`; `limit ≤ 2^32 − 1`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        if let Err(e) = check_window(limit, window, MAX_FIXED_LIMIT) {
-            return Err(e);
+/// The constructor and accessors both window configurations share (`counts`: how many
+/// counts the word packs).
+macro_rules! window_config {
+    ($cfg:ident, $max:expr, $counts:expr, $doc:literal) => {
+        impl $cfg {
+            #[doc = $doc]
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                if let Err(e) = check_window(limit, window, $max) {
+                    return Err(e);
+                }
+                Ok($cfg {
+                    limit,
+                    window: Divider::new(window.0),
+                    p: Packing {
+                        cb: bits(limit),
+                        counts: $counts,
+                    },
+                })
+            }
+            /// The limit per window.
+            pub const fn limit(&self) -> u64 {
+                self.limit
+            }
+            /// The window length.
+            pub const fn window(&self) -> Nanos {
+                Nanos(self.window.divisor())
+            }
+            /// Windows between calls within which decisions are exact (see the module docs).
+            pub const fn horizon(&self) -> u64 {
+                1u64 << (self.p.ib() - 1)
+            }
         }
-        Ok(FixedWindowConfig {
-            limit,
-            window: Divider::new(window.0),
-            p: Packing {
-                cb: bits(limit),
-                counts: 1,
-            },
-        })
-    }
-    /// The limit per window.
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-    /// The window length.
-    pub const fn window(&self) -> Nanos {
-        Nanos(self.window.divisor())
-    }
-    /// Windows between calls within which decisions are exact (see the module docs).
-    pub const fn horizon(&self) -> u64 {
-        1u64 << (self.p.ib() - 1)
-    }
+    };
+}
 
+window_config!(
+    FixedWindowConfig,
+    MAX_FIXED_LIMIT,
+    1,
+    "`limit` admissions per aligned `window`; `limit ≤ 2^32 − 1`."
+);
+
+impl FixedWindowConfig {
     /// The lean step on a packed word: `(allowed, remaining, time to the window end, new
     /// word)` — everything but the [`Decision`] built around it.
     #[inline(always)]
@@ -326,34 +341,14 @@ struct View {
     base: u64,
 }
 
-impl SlidingWindowConfig {
-    /// `limit` admissions per sliding `window`; `limit ≤ 2^24 − 1`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        if let Err(e) = check_window(limit, window, MAX_SLIDING_LIMIT) {
-            return Err(e);
-        }
-        Ok(SlidingWindowConfig {
-            limit,
-            window: Divider::new(window.0),
-            p: Packing {
-                cb: bits(limit),
-                counts: 2,
-            },
-        })
-    }
-    /// The limit per window.
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-    /// The window length.
-    pub const fn window(&self) -> Nanos {
-        Nanos(self.window.divisor())
-    }
-    /// Windows between calls within which decisions are exact (see the module docs).
-    pub const fn horizon(&self) -> u64 {
-        1u64 << (self.p.ib() - 1)
-    }
+window_config!(
+    SlidingWindowConfig,
+    MAX_SLIDING_LIMIT,
+    2,
+    "`limit` admissions per sliding `window`; `limit ≤ 2^24 − 1`."
+);
 
+impl SlidingWindowConfig {
     /// `⌈prev·(W − e)/W⌉`.
     #[inline(always)]
     fn weighted(&self, prev: u64, e: u64) -> u64 {
