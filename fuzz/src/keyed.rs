@@ -1,18 +1,24 @@
-//! Bounded keyed state: the single-owner table and the concurrent table (driven from one
-//! thread), each against a per-key reference — one plain token bucket per key, plus one
-//! for the overflow — that never forgets anything.
+//! Bounded keyed state, for every algorithm: the single-owner table and (for the
+//! algorithms with a one-word state: token bucket, leaky bucket, fixed window,
+//! sliding-window counter) the concurrent table driven from one thread, each against a
+//! per-key reference — one plain single-owner limiter per key, plus one for the overflow —
+//! that never forgets anything. The sliding log runs its single-owner table (what
+//! weir-policy stripes behind one lock per stripe).
 //!
-//! Checked, while the clock is monotone (and, for the concurrent table, within the token
-//! bucket's horizon): every decision for a key served by a slot equals that key's own
-//! reference bucket — so reusing a slot never handed a key a fresher bucket than it had
+//! Checked, while the clock is monotone (and, for the concurrent table, within the
+//! algorithm's horizon): every decision for a key served by a slot equals that key's own
+//! reference limiter — so reusing a slot never handed a key a fresher state than it had
 //! (no eviction of an active key); every overflow decision equals the shared overflow
 //! reference; `occupied` never exceeds the capacity. Always: no panic, and a cost above
-//! the burst is `InsufficientCapacity`.
+//! the capacity is `InsufficientCapacity`.
 
 use crate::num::{N, Tick};
 use arbitrary::Arbitrary;
-use weir_core::keyed::{KeyedLimiter, KeyedTokenBuckets, Slot};
-use weir_core::{Decision, Nanos, TokenBucket, TokenBucketConfig};
+use weir_core::keyed::{KeyedLimiter, KeyedShared, Slot};
+use weir_core::{
+    Algorithm, Decision, FixedWindowConfig, LeakyBucketConfig, Limiter, Nanos, SlidingLogConfig,
+    SlidingWindowConfig, TokenBucketConfig, WordStep,
+};
 
 /// Slots in the tables (small, so that probe windows fill up).
 const SLOTS: usize = 8;
@@ -20,10 +26,26 @@ const SLOTS: usize = 8;
 /// A configuration and an operation sequence.
 #[derive(Debug, Arbitrary)]
 pub struct Input {
+    kind: Kind,
     rate: N,
     per: N,
     burst: N,
     ops: Vec<Op>,
+}
+
+/// Which algorithm the tables run (`rate`, `per`, `burst` are its parameters).
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub enum Kind {
+    /// GCRA `(rate, per, burst)`.
+    TokenBucket,
+    /// nginx `(rate, per, burst)`, delay 1.
+    LeakyBucket,
+    /// `burst` per `per`.
+    FixedWindow,
+    /// `burst` per `per`.
+    SlidingWindow,
+    /// `burst` per `per`, capacity 8 (single-owner table only).
+    SlidingLog,
 }
 
 /// A key: one of a few digests that spread over the table, or an arbitrary one.
@@ -48,7 +70,7 @@ impl Key {
 }
 
 /// One operation.
-#[derive(Debug, Arbitrary)]
+#[derive(Debug, Clone, Copy, Arbitrary)]
 pub enum Op {
     /// Acquire a cost for a key.
     Acquire(Key, N),
@@ -58,22 +80,22 @@ pub enum Op {
     Clock(Tick),
 }
 
-/// Per-key reference buckets.
-struct Reference {
-    cfg: TokenBucketConfig,
-    keys: Vec<(u64, TokenBucket)>,
-    overflow: TokenBucket,
+/// Per-key reference limiters.
+struct Reference<A: Algorithm> {
+    alg: A,
+    keys: Vec<(u64, Limiter<A>)>,
+    overflow: Limiter<A>,
 }
 
-impl Reference {
-    fn new(cfg: TokenBucketConfig) -> Self {
+impl<A: Algorithm + Clone> Reference<A> {
+    fn new(alg: A) -> Self {
         Reference {
-            cfg,
+            overflow: Limiter::from_algorithm(alg.clone()),
+            alg,
             keys: Vec::new(),
-            overflow: TokenBucket::from_algorithm(cfg),
         }
     }
-    fn bucket(&mut self, key: u64, overflow: bool) -> &mut TokenBucket {
+    fn limiter(&mut self, key: u64, overflow: bool) -> &mut Limiter<A> {
         if overflow {
             return &mut self.overflow;
         }
@@ -81,7 +103,8 @@ impl Reference {
         let i = match self.keys.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                self.keys.push((key, TokenBucket::from_algorithm(self.cfg)));
+                self.keys
+                    .push((key, Limiter::from_algorithm(self.alg.clone())));
                 self.keys.len() - 1
             }
         };
@@ -95,19 +118,109 @@ fn same(what: &str, got: Decision, want: Decision, key: u64, now: u64) {
 
 /// Runs one input.
 pub fn check(input: Input) {
-    let Ok(cfg) = TokenBucketConfig::new(input.rate.0, Nanos(input.per.0), input.burst.0) else {
-        return;
-    };
-    let mut single = KeyedLimiter::<TokenBucketConfig, SLOTS>::new(cfg);
+    let (r, p, b) = (input.rate.0, Nanos(input.per.0), input.burst.0);
+    let ops = &input.ops;
+    match input.kind {
+        Kind::TokenBucket => {
+            if let Ok(c) = TokenBucketConfig::new(r, p, b) {
+                run(c, None, Some(c.horizon().0), ops);
+            }
+        }
+        Kind::LeakyBucket => {
+            if let Ok(c) = LeakyBucketConfig::new(r, p, b, 1, false) {
+                run(c, None, Some(c.horizon().0), ops);
+            }
+        }
+        Kind::FixedWindow => {
+            if let Ok(c) = FixedWindowConfig::new(b, p) {
+                let h = Some(c.horizon().saturating_mul(p.0));
+                run(c, h, h, ops);
+            }
+        }
+        Kind::SlidingWindow => {
+            if let Ok(c) = SlidingWindowConfig::new(b, p) {
+                let h = Some(c.horizon().saturating_mul(p.0));
+                run(c, h, h, ops);
+            }
+        }
+        Kind::SlidingLog => {
+            if let Ok(c) = SlidingLogConfig::<8>::new(b, p) {
+                run_single(c, None, ops);
+            }
+        }
+    }
+}
+
+/// A table that `run` drives: the single-owner one or the concurrent one.
+trait Table {
+    fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)>;
+    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision>;
+    fn occupied(&self) -> usize;
+}
+
+impl<A: Algorithm> Table for KeyedLimiter<A, SLOTS> {
+    fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)> {
+        KeyedLimiter::acquire(self, key, now, cost)
+            .ok()
+            .map(|d| (d.decision, d.overflow))
+    }
+    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
+        KeyedLimiter::peek(self, key, now, cost).ok()
+    }
+    fn occupied(&self) -> usize {
+        KeyedLimiter::occupied(self)
+    }
+}
+
+impl<A: WordStep> Table for KeyedShared<A, Box<[Slot]>> {
+    fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)> {
+        KeyedShared::acquire(self, key, now, cost)
+            .ok()
+            .map(|d| (d.decision, d.overflow))
+    }
+    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
+        KeyedShared::peek(self, key, now, cost).ok()
+    }
+    fn occupied(&self) -> usize {
+        KeyedShared::occupied(self)
+    }
+}
+
+/// The single-owner table of any algorithm, compared within `horizon` ns (a window's
+/// packed word has one; `None`: exact at every instant).
+fn run_single<A: Algorithm + Clone>(alg: A, horizon: Option<u64>, ops: &[Op]) {
+    check_table(
+        alg.clone(),
+        KeyedLimiter::<A, SLOTS>::new(alg),
+        horizon,
+        ops,
+    );
+}
+
+/// Both tables of a word algorithm: the single-owner one within `single` ns, the
+/// concurrent one within `shared` ns (its word's horizon).
+fn run<A: WordStep + Clone>(alg: A, single: Option<u64>, shared: Option<u64>, ops: &[Op]) {
+    run_single(alg.clone(), single, ops);
     let slots: Vec<Slot> = (0..SLOTS).map(|_| Slot::new()).collect();
-    let shared = KeyedTokenBuckets::new(cfg, slots.into_boxed_slice());
-    let mut ref_single = Reference::new(cfg);
-    let mut ref_shared = Reference::new(cfg);
-    let horizon = cfg.horizon().0;
+    let table = KeyedShared::new(alg.clone(), slots.into_boxed_slice());
+    check_table(alg, table, shared, ops);
+}
+
+/// `table` against per-key references, while the clock is monotone and below `horizon`.
+fn check_table<A: Algorithm + Clone, T: Table>(
+    alg: A,
+    mut table: T,
+    horizon: Option<u64>,
+    ops: &[Op],
+) {
+    let cap = alg.capacity();
+    let horizon = horizon.unwrap_or(u64::MAX);
+    let mut reference = Reference::new(alg);
     let (mut now, mut latest) = (0u64, 0u64);
     let mut monotone = true;
-    for op in input.ops.into_iter().take(256) {
+    for &op in ops.iter().take(256) {
         let t = Nanos(now);
+        let exact = monotone && latest <= horizon;
         match op {
             Op::Clock(tick) => {
                 now = tick.apply(now);
@@ -116,39 +229,28 @@ pub fn check(input: Input) {
             }
             Op::Acquire(key, N(cost)) => {
                 let k = key.digest();
-                let a = single.acquire(k, t, cost);
-                let b = shared.acquire(k, t, cost);
-                assert_eq!(a.is_err(), cost > cfg.burst());
-                assert_eq!(b.is_err(), cost > cfg.burst());
-                let (Ok(a), Ok(b)) = (a, b) else { continue };
-                if monotone {
-                    let want = ref_single.bucket(k, a.overflow).acquire(t, cost).unwrap();
-                    same("single-owner table vs reference", a.decision, want, k, now);
-                }
-                if monotone && latest <= horizon {
-                    let want = ref_shared.bucket(k, b.overflow).acquire(t, cost).unwrap();
-                    same("concurrent table vs reference", b.decision, want, k, now);
+                let got = table.acquire(k, t, cost);
+                assert_eq!(got.is_none(), cost > cap);
+                let Some((d, overflow)) = got else { continue };
+                if exact {
+                    let want = reference.limiter(k, overflow).acquire(t, cost).unwrap();
+                    same("table vs reference", d, want, k, now);
                 }
             }
             Op::Peek(key, N(cost)) => {
                 let k = key.digest();
-                let (Ok(a), Ok(b)) = (single.peek(k, t, cost), shared.peek(k, t, cost)) else {
-                    assert!(cost > cfg.burst());
+                let Some(d) = table.peek(k, t, cost) else {
+                    assert!(cost > cap);
                     continue;
                 };
                 // A key without a slot is answered as fresh; with a monotone clock that is
                 // also its reference (its slot was only reused once it was fresh).
-                if monotone {
-                    let want = ref_single.bucket(k, false).peek(t, cost).unwrap();
-                    same("single-owner table peek vs reference", a, want, k, now);
-                }
-                if monotone && latest <= horizon {
-                    let want = ref_shared.bucket(k, false).peek(t, cost).unwrap();
-                    same("concurrent table peek vs reference", b, want, k, now);
+                if exact {
+                    let want = reference.limiter(k, false).peek(t, cost).unwrap();
+                    same("table peek vs reference", d, want, k, now);
                 }
             }
         }
-        assert!(single.occupied() <= SLOTS);
-        assert!(shared.occupied() <= SLOTS);
+        assert!(table.occupied() <= SLOTS);
     }
 }

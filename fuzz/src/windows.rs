@@ -15,8 +15,8 @@ use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::{FixedWindowModel, SlidingCounterModel, SlidingLogModel};
 use weir_core::{
-    BatchDecision, FixedWindow, Nanos, SharedFixedWindow, SharedSlidingWindow, SlidingLog,
-    SlidingWindow,
+    BatchDecision, Decision, FixedWindow, Limiter, Nanos, Shared, SharedFixedWindow,
+    SharedSlidingWindow, SlidingLog, SlidingWindow, WordStep,
 };
 
 /// Log capacity for the sliding-log checks.
@@ -132,50 +132,16 @@ pub fn check(input: Input) {
             );
         }
         if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {
-            let before = f.clone();
-            let (d, s) = if acquire {
-                (f.acquire(t, cost), fs.acquire(t, cost))
-            } else {
-                (f.peek(t, cost), fs.peek(t, cost))
-            };
-            assert_eq!(d, s, "fixed: shared vs single-owner");
-            if acquire {
-                fixed_p.push((now, cost, s.map(BatchDecision::from)));
-            }
-            match d {
-                Ok(d) => {
-                    let mut after = before.clone();
-                    let _ = after.acquire(t, cost);
-                    check_times(&before, &after, now, cost, &d);
-                    if f_ok && acquire {
-                        assert_eq!(d, fm.acquire(now, cost), "fixed vs model at {now}");
-                    }
-                }
-                Err(_) => assert!(cost > limit),
+            let d = both("fixed", f, fs, acquire, now, cost, limit, &mut fixed_p);
+            if let (Some(d), true) = (d, f_ok && acquire) {
+                assert_eq!(d, fm.acquire(now, cost), "fixed vs model at {now}");
             }
         }
         if let (Some(c), Some(cs)) = (counter.as_mut(), counter_sh.as_ref()) {
-            let before = c.clone();
-            let (d, s) = if acquire {
-                (c.acquire(t, cost), cs.acquire(t, cost))
-            } else {
-                (c.peek(t, cost), cs.peek(t, cost))
-            };
-            assert_eq!(d, s, "counter: shared vs single-owner");
-            if acquire {
-                counter_p.push((now, cost, s.map(BatchDecision::from)));
-            }
-            match d {
-                Ok(d) => {
-                    let mut after = before.clone();
-                    let _ = after.acquire(t, cost);
-                    check_times(&before, &after, now, cost, &d);
-                    if c_ok && acquire {
-                        let m = cm.acquire(now, cost);
-                        assert_eq!((d.verdict, d.remaining), m, "counter vs model at {now}");
-                    }
-                }
-                Err(_) => assert!(cost > limit),
+            let d = both("counter", c, cs, acquire, now, cost, limit, &mut counter_p);
+            if let (Some(d), true) = (d, c_ok && acquire) {
+                let m = cm.acquire(now, cost);
+                assert_eq!((d.verdict, d.remaining), m, "counter vs model at {now}");
             }
         }
         if let Some(l) = log.as_mut() {
@@ -231,4 +197,43 @@ pub fn check(input: Input) {
         log.as_ref(),
         now,
     );
+}
+
+/// One acquire (or peek) on a window's single-owner form and its shared form: they agree,
+/// an admitted decision's times are exact, and an acquisition is queued for the batch
+/// replay. The decision, `None` when the cost exceeds the limit.
+#[allow(clippy::too_many_arguments)]
+fn both<A: WordStep + Clone>(
+    what: &str,
+    single: &mut Limiter<A>,
+    shared: &Shared<A>,
+    acquire: bool,
+    now: u64,
+    cost: u64,
+    limit: u64,
+    pending: &mut Vec<Pending>,
+) -> Option<Decision> {
+    let t = Nanos(now);
+    let before = single.clone();
+    let (d, s) = if acquire {
+        (single.acquire(t, cost), shared.acquire(t, cost))
+    } else {
+        (single.peek(t, cost), shared.peek(t, cost))
+    };
+    assert_eq!(d, s, "{what}: shared vs single-owner");
+    if acquire {
+        pending.push((now, cost, s.map(BatchDecision::from)));
+    }
+    match d {
+        Ok(d) => {
+            let mut after = before.clone();
+            let _ = after.acquire(t, cost);
+            check_times(&before, &after, now, cost, &d);
+            Some(d)
+        }
+        Err(_) => {
+            assert!(cost > limit);
+            None
+        }
+    }
 }

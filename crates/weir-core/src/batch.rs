@@ -54,6 +54,14 @@ impl From<Decision> for BatchDecision {
     }
 }
 
+/// The events of a batch: `event(i)` is event `i`'s `(now, cost)` (any such closure).
+pub trait Events: FnMut(usize) -> (Nanos, u64) {}
+impl<F: FnMut(usize) -> (Nanos, u64)> Events for F {}
+
+/// Where a batch hands outcome `i` (any such closure).
+pub trait Outcomes: FnMut(usize, Result<BatchDecision, InsufficientCapacity>) {}
+impl<F: FnMut(usize, Result<BatchDecision, InsufficientCapacity>)> Outcomes for F {}
+
 /// A lock-free limiter that decides a run of events with one CAS per [`BATCH`]; see the
 /// [module docs](self).
 pub trait BatchAcquire {
@@ -69,10 +77,7 @@ pub trait BatchAcquire {
     /// outcome, and `event` must return the same event each time. A committed batch is
     /// atomic with respect to other calls on this limiter; a redone one is as atomic as
     /// `acquire` per event.
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
+    fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W);
 }
 
 /// The driver every `acquire_batch` shares: for each batch `a..b`, load `word`, run
@@ -88,8 +93,8 @@ pub(crate) fn run_batches<E, W, L, A>(
     mut local: L,
     acquire: A,
 ) where
-    E: FnMut(usize) -> (Nanos, u64),
-    W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+    E: Events,
+    W: Outcomes,
     L: FnMut(u64, usize, usize, &mut E, &mut W) -> (u64, bool),
     A: Fn(Nanos, u64) -> Result<Decision, InsufficientCapacity>,
 {
@@ -115,10 +120,13 @@ pub(crate) fn run_batches<E, W, L, A>(
 /// Events `a..b` one `acquire` each: the fallback of a failed batch commit.
 #[cold]
 #[inline(never)]
-fn acquire_each<E, W, A>(a: usize, b: usize, event: &mut E, write: &mut W, acquire: &A)
-where
-    E: FnMut(usize) -> (Nanos, u64),
-    W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+fn acquire_each<E: Events, W: Outcomes, A>(
+    a: usize,
+    b: usize,
+    event: &mut E,
+    write: &mut W,
+    acquire: &A,
+) where
     A: Fn(Nanos, u64) -> Result<Decision, InsufficientCapacity>,
 {
     for i in a..b {

@@ -29,10 +29,19 @@
 //! expected active keys).
 //!
 //! * [`KeyedLimiter`] — single owner, generic over any [`Algorithm`], `N` slots inline.
-//! * [`KeyedTokenBuckets`] — concurrent (`&self`, lock-free except a two-store reclaim
-//!   window, below), token buckets only, over caller-provided storage `S: AsRef<[Slot]>`,
-//!   so a std frontend allocates `Box<[Slot]>` of a size chosen at runtime. **16 bytes per
-//!   key** (an `AtomicU64` digest and an `AtomicU64` TAT).
+//! * [`KeyedShared`] — concurrent (`&self`, lock-free except a two-store reclaim window,
+//!   below), generic over any [`WordStep`] algorithm (token bucket, leaky bucket, fixed
+//!   window, sliding-window counter: the same pure step as their shared forms), over
+//!   caller-provided storage `S: AsRef<[Slot]>`, so a std frontend allocates `Box<[Slot]>`
+//!   of a size chosen at runtime. **16 bytes per key** whatever the algorithm (an
+//!   `AtomicU64` digest and an `AtomicU64` state word). [`KeyedTokenBuckets`] is its token
+//!   bucket alias.
+//! * The sliding log's state is a whole log, not a word: it has no lock-free keyed form
+//!   here (a spin lock over caller memory would need `unsafe` in this `forbid(unsafe_code)`
+//!   crate); frontends stripe [`KeyedLimiter`]s behind one small lock per stripe.
+//!
+//! The lookup reads the home slot first and continues out of line only when the key is
+//! not there (the usual hit on a table sized ≥ 2× the active keys is one slot read).
 //!
 //! # Concurrent reclaim protocol
 //! Key and state are two words, so reusing a slot for key `B` while a thread of key `A` is
@@ -43,8 +52,10 @@
 //! successful CAS checks the key once more: if its slot was reclaimed meanwhile (ABA on the
 //! state word), it charges its cost again in its key's current slot. The victim slot is
 //! then over-charged: conservative. Threads that find `LOCKED` spin until the reclaimer's
-//! two stores land. The state never takes the sentinel value (`u64::MAX`); a computed TAT
-//! equal to it is stored one unit (1/k ns) later, conservative.
+//! two stores land. The state never takes the sentinel value (`u64::MAX`): a computed word
+//! equal to it is replaced by [`WordStep::off_sentinel`] (a TAT one unit, 1/k ns, later; a
+//! window one index ahead, which reads as a rewind and keeps counting), conservative. The
+//! re-charge uses [`WordStep::charge_word`] (no limit check, saturating at a full state).
 //!
 //! Known residual race: two threads inserting the *same new* key at the same moment, into
 //! a probe window with no empty slot, whose clocks disagree on which slot is already fresh,
@@ -70,10 +81,10 @@
 //! ```
 
 use crate::decision::{Decision, InsufficientCapacity};
-use crate::limiter::Algorithm;
+use crate::limiter::{Algorithm, WordStep};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
-use crate::token_bucket::{TokenBucketConfig, shared_step};
+use crate::token_bucket::TokenBucketConfig;
 
 /// Slots examined per lookup.
 pub const PROBE: usize = 16;
@@ -213,11 +224,11 @@ impl<A: Algorithm, const N: usize> KeyedLimiter<A, N> {
     }
 }
 
-/// One slot of a [`KeyedTokenBuckets`] table: 16 bytes.
+/// One slot of a [`KeyedShared`] table: a key digest and a state word, 16 bytes.
 #[derive(Debug, Default)]
 pub struct Slot {
     key: AtomicU64,
-    tat: AtomicU64,
+    word: AtomicU64,
 }
 
 impl Slot {
@@ -226,7 +237,7 @@ impl Slot {
     pub const fn new() -> Self {
         Slot {
             key: AtomicU64::new(EMPTY),
-            tat: AtomicU64::new(0),
+            word: AtomicU64::new(0),
         }
     }
     /// An empty slot.
@@ -234,7 +245,7 @@ impl Slot {
     pub fn new() -> Self {
         Slot {
             key: AtomicU64::new(EMPTY),
-            tat: AtomicU64::new(0),
+            word: AtomicU64::new(0),
         }
     }
 }
@@ -253,27 +264,31 @@ enum Busy {
     Retry,
 }
 
-/// A concurrent table of token buckets keyed by `u64` digests, over caller storage.
+/// A concurrent table of per-key limiters of one [`WordStep`] algorithm, keyed by `u64`
+/// digests, over caller storage; see the [module docs](self).
 #[derive(Debug)]
-pub struct KeyedTokenBuckets<S: AsRef<[Slot]>> {
-    config: TokenBucketConfig,
+pub struct KeyedShared<A, S: AsRef<[Slot]>> {
+    algorithm: A,
     slots: S,
     overflow: AtomicU64,
 }
 
-impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
+/// A concurrent table of token buckets (the [`KeyedShared`] of [`TokenBucketConfig`]).
+pub type KeyedTokenBuckets<S> = KeyedShared<TokenBucketConfig, S>;
+
+impl<A: WordStep, S: AsRef<[Slot]>> KeyedShared<A, S> {
     /// A table over `slots` (all must be empty, e.g. fresh from [`Slot::new`]).
-    pub fn new(config: TokenBucketConfig, slots: S) -> Self {
-        KeyedTokenBuckets {
-            config,
+    pub fn new(algorithm: A, slots: S) -> Self {
+        KeyedShared {
+            algorithm,
             slots,
             overflow: AtomicU64::new(0),
         }
     }
 
     /// The parameters.
-    pub fn config(&self) -> &TokenBucketConfig {
-        &self.config
+    pub fn config(&self) -> &A {
+        &self.algorithm
     }
 
     /// Number of slots.
@@ -290,25 +305,26 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
             .count()
     }
 
-    /// Decides on `cost` tokens for `key` (a keyed 64-bit digest) at `now`.
+    /// Decides on `cost` for `key` (a keyed 64-bit digest) at `now`.
+    #[inline]
     pub fn acquire(
         &self,
         key: u64,
         now: Nanos,
         cost: u64,
     ) -> Result<KeyedDecision, InsufficientCapacity> {
-        self.config.check_cost(cost)?;
+        self.algorithm.check_cost(cost)?;
         let key = normalize(key);
-        let now_u = self.config.now_word(now);
+        let now_w = self.algorithm.now_word(now);
         // Each restart means another thread reclaimed or claimed a slot meanwhile; bound
         // the retries and fall back to the overflow limiter (conservative).
         for _ in 0..8 {
-            let slot = match self.locate(key, now_u) {
+            let slot = match self.locate(key, now_w) {
                 Ok(slot) => slot,
                 Err(Busy::Retry) => continue,
                 Err(Busy::Full) => break,
             };
-            match self.update(slot, key, now_u, cost, false) {
+            match self.update(slot, key, now_w, cost, false) {
                 Ok(decision) => {
                     return Ok(KeyedDecision {
                         decision,
@@ -319,41 +335,54 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
             }
         }
         Ok(KeyedDecision {
-            decision: self.update_overflow(now_u, cost, false),
+            decision: self.update_overflow(now_w, cost, false),
             overflow: true,
         })
     }
 
     /// The decision `acquire` would return for `key`, recording nothing.
     pub fn peek(&self, key: u64, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        self.config.check_cost(cost)?;
+        let a = &self.algorithm;
+        a.check_cost(cost)?;
         let key = normalize(key);
-        let now_u = self.config.now_word(now);
-        let slots = self.slots.as_ref();
-        let word = if slots.is_empty() {
-            None
-        } else {
-            let start = home(key, slots.len());
+        let now_w = a.now_word(now);
+        let word = {
+            let slots = self.slots.as_ref();
+            let start = home(key, slots.len().max(1));
             (0..PROBE.min(slots.len()))
                 .map(|i| &slots[(start + i) % slots.len()])
                 .take_while(|s| s.key.load(Ordering::Acquire) != EMPTY)
                 .find(|s| s.key.load(Ordering::Acquire) == key)
-                .map(|s| s.tat.load(Ordering::Acquire))
+                .map(|s| s.word.load(Ordering::Acquire))
         };
         let word = match word {
-            Some(LOCKED) | None => now_u,
+            Some(LOCKED) | None => a.fresh_word(now_w, LOCKED),
             Some(w) => w,
         };
-        Ok(shared_step(&self.config, word, now_u, cost).0)
+        Ok(a.step_word(word, now_w, cost).0)
     }
 
     /// Finds or claims a slot for `key`.
-    fn locate(&self, key: u64, now_u: u64) -> Result<&Slot, Busy> {
+    #[inline]
+    fn locate(&self, key: u64, now_w: u64) -> Result<&Slot, Busy> {
         let slots = self.slots.as_ref();
         if slots.is_empty() {
             return Err(Busy::Full);
         }
         let start = home(key, slots.len());
+        // The usual case: the key sits in its home slot.
+        let first = &slots[start];
+        if first.key.load(Ordering::Acquire) == key {
+            return Ok(first);
+        }
+        self.locate_probe(key, now_w, start)
+    }
+
+    /// [`KeyedShared::locate`] beyond the home slot: probe, claim or reclaim.
+    #[inline(never)]
+    fn locate_probe(&self, key: u64, now_w: u64, start: usize) -> Result<&Slot, Busy> {
+        let slots = self.slots.as_ref();
+        let a = &self.algorithm;
         let mut candidate: Option<(&Slot, u64, u64)> = None;
         for i in 0..PROBE.min(slots.len()) {
             let slot = &slots[(start + i) % slots.len()];
@@ -367,11 +396,12 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
                     .compare_exchange(EMPTY, key, Ordering::AcqRel, Ordering::Acquire)
                 {
                     Ok(_) => {
-                        // A never-used slot holds TAT 0, which reads as full only for
-                        // `now_u < 2^63`: make it full at now (unless already updated).
-                        let _ = slot.tat.compare_exchange(
+                        // A never-used slot holds word 0, which reads as fresh only for
+                        // some instants (a TAT 0 for `now_u < 2^63`): make it fresh at
+                        // now (unless already updated).
+                        let _ = slot.word.compare_exchange(
                             0,
-                            fresh_word(now_u, 0),
+                            a.fresh_word(now_w, 0),
                             Ordering::AcqRel,
                             Ordering::Relaxed,
                         );
@@ -382,8 +412,8 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
                 }
             }
             if candidate.is_none() {
-                let s = slot.tat.load(Ordering::Acquire);
-                if s != LOCKED && TokenBucketConfig::word_is_fresh(s, now_u) {
+                let s = slot.word.load(Ordering::Acquire);
+                if s != LOCKED && a.is_fresh_word(s, now_w) {
                     candidate = Some((slot, k, s));
                 }
             }
@@ -393,7 +423,7 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
         };
         // Reclaim: lock the (fresh) state, swap the key, unlock with a different fresh value.
         if slot
-            .tat
+            .word
             .compare_exchange(s, LOCKED, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
         {
@@ -403,22 +433,24 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
             .key
             .compare_exchange(old_key, key, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
-        slot.tat.store(fresh_word(now_u, s), Ordering::Release);
+        slot.word.store(a.fresh_word(now_w, s), Ordering::Release);
         if ok { Ok(slot) } else { Err(Busy::Retry) }
     }
 
     /// Applies the step in `slot` for `key`; `forced` charges without a limit check.
+    #[inline]
     fn update(
         &self,
         slot: &Slot,
         key: u64,
-        now_u: u64,
+        now_w: u64,
         cost: u64,
         forced: bool,
     ) -> Result<Decision, Moved> {
+        let a = &self.algorithm;
         let mut spins = 0u32;
         loop {
-            let s = slot.tat.load(Ordering::Acquire);
+            let s = slot.word.load(Ordering::Acquire);
             if s == LOCKED {
                 spins += 1;
                 if spins > 1 << 16 {
@@ -431,21 +463,25 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
                 return Err(Moved);
             }
             let (d, new) = if forced {
-                (Decision::forced(), Some(self.forced_word(s, now_u, cost)))
+                (Decision::forced(), Some(a.charge_word(s, now_w, cost)))
             } else {
-                shared_step(&self.config, s, now_u, cost)
+                a.step_word(s, now_w, cost)
             };
             let Some(new) = new else { return Ok(d) };
-            let new = if new == LOCKED { 0 } else { new };
+            let new = if new == LOCKED {
+                a.off_sentinel(new)
+            } else {
+                new
+            };
             if slot
-                .tat
+                .word
                 .compare_exchange_weak(s, new, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 if slot.key.load(Ordering::Acquire) != key && !forced {
                     // Our CAS landed after the slot changed hands (ABA on the state word):
                     // the cost went to another key; charge it again where `key` lives now.
-                    self.charge(key, now_u, cost);
+                    self.charge(key, now_w, cost);
                 }
                 return Ok(d);
             }
@@ -453,38 +489,29 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
     }
 
     /// Charges `cost` for `key` without a limit check (after a reclaim race).
-    fn charge(&self, key: u64, now_u: u64, cost: u64) {
+    #[cold]
+    fn charge(&self, key: u64, now_w: u64, cost: u64) {
         for _ in 0..8 {
-            let slot = match self.locate(key, now_u) {
+            let slot = match self.locate(key, now_w) {
                 Ok(slot) => slot,
                 Err(Busy::Retry) => continue,
                 Err(Busy::Full) => break,
             };
-            if self.update(slot, key, now_u, cost, true).is_ok() {
+            if self.update(slot, key, now_w, cost, true).is_ok() {
                 return;
             }
         }
-        self.update_overflow(now_u, cost, true);
+        self.update_overflow(now_w, cost, true);
     }
 
-    /// The word after a forced charge: TAT = max(TAT, now) + cost·T, capped at an empty bucket.
-    fn forced_word(&self, s: u64, now_u: u64, cost: u64) -> u64 {
-        let c = &self.config;
-        let ahead = TokenBucketConfig::wrapping_ahead(s, now_u);
-        let w = c.window_units();
-        let a = ahead
-            .saturating_add(cost.saturating_mul(c.units_per_token()))
-            .min(w.max(ahead));
-        now_u.wrapping_add(a)
-    }
-
-    fn update_overflow(&self, now_u: u64, cost: u64, forced: bool) -> Decision {
+    fn update_overflow(&self, now_w: u64, cost: u64, forced: bool) -> Decision {
+        let a = &self.algorithm;
         let mut s = self.overflow.load(Ordering::Relaxed);
         loop {
             let (d, new) = if forced {
-                (Decision::forced(), Some(self.forced_word(s, now_u, cost)))
+                (Decision::forced(), Some(a.charge_word(s, now_w, cost)))
             } else {
-                shared_step(&self.config, s, now_u, cost)
+                a.step_word(s, now_w, cost)
             };
             let Some(new) = new else { return d };
             match self
@@ -496,21 +523,6 @@ impl<S: AsRef<[Slot]>> KeyedTokenBuckets<S> {
             }
         }
     }
-}
-
-/// A word reading as full at `now_u`, different from `avoid` and from `LOCKED`.
-const fn fresh_word(now_u: u64, avoid: u64) -> u64 {
-    let mut f = now_u;
-    if f == avoid {
-        f = f.wrapping_sub(1);
-    }
-    if f == LOCKED {
-        f = f.wrapping_sub(1);
-        if f == avoid {
-            f = f.wrapping_sub(1);
-        }
-    }
-    f
 }
 
 impl Decision {

@@ -57,11 +57,13 @@
 //! ```
 
 use crate::arith::HALF;
-use crate::batch::{BatchAcquire, BatchDecision, run_batches};
+use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
-use crate::sync::{AtomicU64, Ordering};
+use crate::limiter::{Algorithm, Limiter, WordStep};
+use crate::shared::LocalRun;
+pub use crate::shared::Shared;
+use crate::sync::Ordering;
 use crate::time::Nanos;
 use crate::token_bucket::TokenBucketConfig;
 
@@ -155,23 +157,121 @@ impl LeakyBucketConfig {
         d
     }
 
+    #[inline]
+    fn decide(&self, b: u128, cost: u64) -> (Decision, Option<u64>) {
+        match self.gcra.fits(b, cost) {
+            Some(new) => (self.passed(new, cost), (cost != 0).then_some(new)),
+            None => (self.refused(b, cost), None),
+        }
+    }
+}
+
+impl Algorithm for LeakyBucketConfig {
+    type State = LeakyBucketState;
+
+    fn fresh_state(&self) -> LeakyBucketState {
+        LeakyBucketState(0)
+    }
+
+    fn acquire_state(
+        &self,
+        state: &mut LeakyBucketState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        self.gcra.check(cost)?;
+        let now_u = self.gcra.now_units(now);
+        let (d, new) = self.decide(state.0.saturating_sub(now_u), cost);
+        if let Some(a) = new {
+            state.0 = now_u + a as u128;
+        }
+        Ok(d)
+    }
+
+    fn peek_state(
+        &self,
+        state: &LeakyBucketState,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        self.gcra.check(cost)?;
+        let now_u = self.gcra.now_units(now);
+        Ok(self.decide(state.0.saturating_sub(now_u), cost).0)
+    }
+
+    fn is_fresh_state(&self, state: &LeakyBucketState, now: Nanos) -> bool {
+        state.0 <= self.gcra.now_units(now)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.burst + 1
+    }
+}
+
+/// A single-owner leaky bucket (`&mut self`); see the [module docs](self).
+pub type LeakyBucket = Limiter<LeakyBucketConfig>;
+
+impl Limiter<LeakyBucketConfig> {
+    /// An idle leaky bucket; parameters as in [`LeakyBucketConfig::new`].
+    pub fn new(
+        rate: u64,
+        per: Nanos,
+        burst: u64,
+        delay: u64,
+        nodelay: bool,
+    ) -> Result<Self, ConfigError> {
+        Ok(Limiter::from_algorithm(LeakyBucketConfig::new(
+            rate, per, burst, delay, nodelay,
+        )?))
+    }
+}
+
+impl WordStep for LeakyBucketConfig {
+    #[inline(always)]
+    fn now_word(&self, now: Nanos) -> u64 {
+        self.gcra.now_units_wrapping(now)
+    }
+    #[inline(always)]
+    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+        self.gcra.check(cost)
+    }
+    /// The step on `V mod 2^64`, read serial-number style (the token bucket's horizon).
+    #[inline]
+    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+        let b = TokenBucketConfig::wrapping_ahead(word, now_w);
+        let (d, new) = self.decide(b as u128, cost);
+        (d, new.map(|a| now_w.wrapping_add(a)))
+    }
+    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+        self.gcra.is_fresh_word(word, now_w)
+    }
+    fn fresh_word(&self, now_w: u64, avoid: u64) -> u64 {
+        self.gcra.fresh_word(now_w, avoid)
+    }
+    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+        self.gcra.charge_word(word, now_w, cost)
+    }
+    fn off_sentinel(&self, word: u64) -> u64 {
+        self.gcra.off_sentinel(word)
+    }
+}
+
+impl LocalRun for LeakyBucketConfig {
+    const DELAYS: bool = true;
+
     /// Events `a..b` on the local state word `s` (shared-form semantics); returns the new
     /// word and whether any event accepted a cost (wrote the word). Branch-free per event
     /// apart from the (never taken, for a validated trace) cost check: the same integers
-    /// as [`LeakyBucketConfig::step`] and [`SharedLeakyBucket::acquire`].
+    /// as [`LeakyBucketConfig::decide`] and [`SharedLeakyBucket::acquire`].
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let g = &self.gcra;
         let (k, t, w, undelayed) = (
             g.k_divider(),
@@ -226,84 +326,13 @@ impl LeakyBucketConfig {
         }
         (s, wrote)
     }
-
-    #[inline]
-    fn step(&self, b: u128, cost: u64) -> (Decision, Option<u64>) {
-        match self.gcra.fits(b, cost) {
-            Some(new) => (self.passed(new, cost), (cost != 0).then_some(new)),
-            None => (self.refused(b, cost), None),
-        }
-    }
 }
 
-impl Algorithm for LeakyBucketConfig {
-    type State = LeakyBucketState;
+/// A lock-free leaky bucket shared between threads: the generic [`Shared`] over one
+/// `AtomicU64` holding `V mod 2^64`.
+pub type SharedLeakyBucket = Shared<LeakyBucketConfig>;
 
-    fn fresh_state(&self) -> LeakyBucketState {
-        LeakyBucketState(0)
-    }
-
-    fn acquire_state(
-        &self,
-        state: &mut LeakyBucketState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        self.gcra.check(cost)?;
-        let now_u = self.gcra.now_units(now);
-        let (d, new) = self.step(state.0.saturating_sub(now_u), cost);
-        if let Some(a) = new {
-            state.0 = now_u + a as u128;
-        }
-        Ok(d)
-    }
-
-    fn peek_state(
-        &self,
-        state: &LeakyBucketState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        self.gcra.check(cost)?;
-        let now_u = self.gcra.now_units(now);
-        Ok(self.step(state.0.saturating_sub(now_u), cost).0)
-    }
-
-    fn is_fresh_state(&self, state: &LeakyBucketState, now: Nanos) -> bool {
-        state.0 <= self.gcra.now_units(now)
-    }
-
-    fn capacity(&self) -> u64 {
-        self.burst + 1
-    }
-}
-
-/// A single-owner leaky bucket (`&mut self`); see the [module docs](self).
-pub type LeakyBucket = Limiter<LeakyBucketConfig>;
-
-impl Limiter<LeakyBucketConfig> {
-    /// An idle leaky bucket; parameters as in [`LeakyBucketConfig::new`].
-    pub fn new(
-        rate: u64,
-        per: Nanos,
-        burst: u64,
-        delay: u64,
-        nodelay: bool,
-    ) -> Result<Self, ConfigError> {
-        Ok(Limiter::from_algorithm(LeakyBucketConfig::new(
-            rate, per, burst, delay, nodelay,
-        )?))
-    }
-}
-
-/// A lock-free leaky bucket shared between threads: one `AtomicU64` holding `V mod 2^64`.
-#[derive(Debug)]
-pub struct SharedLeakyBucket {
-    config: LeakyBucketConfig,
-    v: AtomicU64,
-}
-
-impl SharedLeakyBucket {
+impl Shared<LeakyBucketConfig> {
     /// An idle bucket; parameters as in [`LeakyBucketConfig::new`].
     pub fn new(
         rate: u64,
@@ -316,115 +345,10 @@ impl SharedLeakyBucket {
             rate, per, burst, delay, nodelay,
         )?))
     }
-    /// An idle bucket with the given parameters.
-    pub fn from_config(config: LeakyBucketConfig) -> Self {
-        SharedLeakyBucket {
-            config,
-            v: AtomicU64::new(0),
-        }
-    }
-    /// The parameters.
-    pub fn config(&self) -> &LeakyBucketConfig {
-        &self.config
-    }
     /// Makes the bucket idle at `now`.
     pub fn reset(&self, now: Nanos) {
-        self.v
+        self.word
             .store(self.config.gcra.now_units_wrapping(now), Ordering::Relaxed);
-    }
-
-    /// Decides on `cost` requests at `now`; records them when accepted.
-    pub fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        let c = &self.config;
-        c.gcra.check(cost)?;
-        let now_u = c.gcra.now_units_wrapping(now);
-        let mut s = self.v.load(Ordering::Relaxed);
-        loop {
-            let b = TokenBucketConfig::wrapping_ahead(s, now_u);
-            match c.step(b as u128, cost) {
-                (d, Some(a)) => {
-                    match self.v.compare_exchange_weak(
-                        s,
-                        now_u.wrapping_add(a),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok(d),
-                        Err(cur) => s = cur,
-                    }
-                }
-                (d, None) => return Ok(d),
-            }
-        }
-    }
-
-    /// The decision [`SharedLeakyBucket::acquire`] would return, recording nothing.
-    pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        let c = &self.config;
-        c.gcra.check(cost)?;
-        let s = self.v.load(Ordering::Relaxed);
-        let b = TokenBucketConfig::wrapping_ahead(s, c.gcra.now_units_wrapping(now));
-        Ok(c.step(b as u128, cost).0)
-    }
-
-    /// True when the bucket is idle at `now`.
-    pub fn is_fresh(&self, now: Nanos) -> bool {
-        let s = self.v.load(Ordering::Relaxed);
-        TokenBucketConfig::wrapping_ahead(s, self.config.gcra.now_units_wrapping(now)) == 0
-    }
-
-    /// The raw state word (`V` in units, mod 2^64), for tests and diagnostics.
-    pub fn raw_state(&self) -> u64 {
-        self.v.load(Ordering::Relaxed)
-    }
-
-    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
-    /// hands each outcome to `write(i, ..)`: the verdict, `remaining`, `retry_after` and
-    /// `delay` of `acquire`'s [`Decision`] (not `reset_after`), or its
-    /// [`InsufficientCapacity`]. One load and one CAS per [`crate::batch::BATCH`] events;
-    /// the contract (redone batches, atomicity) is [`BatchAcquire::acquire_batch`]'s.
-    #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        run_batches(
-            &self.v,
-            len,
-            event,
-            write,
-            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
-            |now, cost| self.acquire(now, cost),
-        );
-    }
-}
-
-impl BatchAcquire for SharedLeakyBucket {
-    const DELAYS: bool = true;
-
-    #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        SharedLeakyBucket::acquire_batch(self, len, event, write);
-    }
-}
-
-impl SharedRateLimiter for SharedLeakyBucket {
-    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedLeakyBucket::acquire(self, now, cost)
-    }
-    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedLeakyBucket::peek(self, now, cost)
-    }
-    fn is_fresh(&self, now: Nanos) -> bool {
-        SharedLeakyBucket::is_fresh(self, now)
-    }
-    fn capacity(&self) -> u64 {
-        self.config.burst + 1
     }
 }
 
@@ -469,14 +393,8 @@ mod tests {
 
     #[test]
     fn shared_matches_single() {
-        let mut a = LeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
-        let b = SharedLeakyBucket::new(3, Nanos(S), 4, 2, false).unwrap();
-        let mut now = 0;
-        for i in 0..if cfg!(miri) { 100 } else { 2000u64 } {
-            now += (i * 7919) % (S / 2);
-            let cost = i % 4;
-            assert_eq!(a.acquire(Nanos(now), cost), b.acquire(Nanos(now), cost));
-        }
+        let cfg = LeakyBucketConfig::new(3, Nanos(S), 4, 2, false).unwrap();
+        crate::shared::assert_equals_single(cfg, 2000, S / 2, 4);
         assert!(LeakyBucketConfig::new(1, Nanos(S), u64::MAX, 0, false).is_err());
     }
 }

@@ -68,6 +68,7 @@ pub mod reference;
 pub mod retry_budget;
 pub mod rng;
 pub mod semaphore;
+pub mod shared;
 pub mod sliding_log;
 pub mod time;
 pub mod token_bucket;
@@ -82,13 +83,14 @@ pub use breaker::{
 pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
 pub use error::ConfigError;
-pub use keyed::{KeyedDecision, KeyedLimiter, KeyedTokenBuckets, Slot};
+pub use keyed::{KeyedDecision, KeyedLimiter, KeyedShared, KeyedTokenBuckets, Slot};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limit::{Limit, LimitKind, MAX_SLIDING_LOG_LEN, MAX_SLIDING_LOG_LIMIT, SlidingLogLimit};
-pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter};
+pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter, WordStep};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};
+pub use shared::Shared;
 pub use sliding_log::{SlidingLog, SlidingLogConfig};
 #[cfg(feature = "quanta")]
 pub use time::QuantaClock;

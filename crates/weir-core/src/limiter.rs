@@ -6,6 +6,18 @@
 //! ([`crate::keyed::KeyedLimiter`]: config once + one state per key) and, through a CAS
 //! loop over a packed atomic, the shared forms. Frontends and bindings are generic over
 //! [`RateLimiter`] (`&mut self`) or [`SharedRateLimiter`] (`&self`).
+//!
+//! # One word, one step: [`WordStep`]
+//! Every algorithm whose state fits one `u64` (token bucket, leaky bucket, fixed window,
+//! sliding-window counter) also implements [`WordStep`]: governor's *measure and replace*
+//! shape over the packed word. A store reads the word, asks the pure
+//! [`WordStep::step_word`] for the decision and the replacement, and publishes the
+//! replacement with one CAS (retrying from the word that won on a lost race). The same
+//! step drives the generic shared form ([`crate::Shared`]), the generic lock-free keyed
+//! table ([`crate::keyed::KeyedShared`]) and the batch paths, so an algorithm is written
+//! once. The extra methods ([`WordStep::fresh_word`], [`WordStep::charge_word`],
+//! [`WordStep::off_sentinel`]) are what the keyed table's reclaim protocol needs to
+//! reuse a slot without ever granting more than the exact model.
 
 use crate::decision::{Decision, InsufficientCapacity};
 use crate::time::Nanos;
@@ -42,6 +54,66 @@ pub trait Algorithm {
 
     /// The largest cost ever admissible at once (burst or window limit).
     fn capacity(&self) -> u64;
+}
+
+/// An [`Algorithm`] whose whole state is one packed `u64` word, with the pure step over it.
+///
+/// Contract, for every `word`, `now_w = now_word(now)` and checked `cost`:
+/// * `step_word` never panics and equals [`Algorithm::acquire_state`] on the state the word
+///   encodes, within the algorithm's documented horizon; `cost == 0` never changes what the
+///   word means (it may normalise it, e.g. move a window index);
+/// * `is_fresh_word(word, now_w)` implies that forgetting the word grants nothing, at
+///   `now_w` and every later instant within the horizon;
+/// * `fresh_word(now_w, avoid)` is fresh at `now_w` and differs from `avoid` and from
+///   `u64::MAX` (the keyed table's lock sentinel);
+/// * `charge_word` records `cost` without a limit check, saturating conservatively (never
+///   granting more than charging it through `step_word` would);
+/// * `off_sentinel(u64::MAX)` is a word different from `u64::MAX` that grants no more than
+///   `u64::MAX` would, at every instant (conservative).
+pub trait WordStep: Algorithm {
+    /// `now` in the word's time base (units of `1/k` ns for GCRA, ns for windows), mod 2^64.
+    fn now_word(&self, now: Nanos) -> u64;
+    /// [`InsufficientCapacity`] when `cost` can never be admitted at once.
+    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity>;
+    /// The decision on `cost` (already checked) at `now_w` for the stored `word`, and the
+    /// word to store instead (`None`: leave it).
+    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>);
+    /// True when `word` is equivalent to a fresh state at `now_w` and later.
+    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool;
+    /// A fresh word at `now_w`, different from `avoid` and from `u64::MAX`.
+    fn fresh_word(&self, now_w: u64, avoid: u64) -> u64;
+    /// `word` with `cost` charged at `now_w` and no limit check (saturating).
+    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64;
+    /// A word other than `u64::MAX` granting no more than `word` (called with `u64::MAX`).
+    fn off_sentinel(&self, word: u64) -> u64;
+}
+
+/// [`Algorithm::acquire_state`] of a [`WordStep`] algorithm on its word.
+#[inline]
+pub(crate) fn acquire_word<A: WordStep>(
+    a: &A,
+    word: &mut u64,
+    now: Nanos,
+    cost: u64,
+) -> Result<Decision, InsufficientCapacity> {
+    a.check_cost(cost)?;
+    let (d, new) = a.step_word(*word, a.now_word(now), cost);
+    if let Some(w) = new {
+        *word = w;
+    }
+    Ok(d)
+}
+
+/// [`Algorithm::peek_state`] of a [`WordStep`] algorithm on its word.
+#[inline]
+pub(crate) fn peek_word<A: WordStep>(
+    a: &A,
+    word: u64,
+    now: Nanos,
+    cost: u64,
+) -> Result<Decision, InsufficientCapacity> {
+    a.check_cost(cost)?;
+    Ok(a.step_word(word, a.now_word(now), cost).0)
 }
 
 /// A single-owner rate limiter (`&mut self`).

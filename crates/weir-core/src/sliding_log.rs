@@ -40,7 +40,7 @@
 //! assert_eq!(d.retry_after, Nanos::from_millis(100)); // the event at 0 leaves at 1 s
 //! ```
 
-use crate::batch::BatchDecision;
+use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
 use crate::limiter::{Algorithm, Limiter};
@@ -243,11 +243,12 @@ impl<const N: usize> Limiter<SlidingLogConfig<N>> {
     /// `reset_after`; `delay` is always zero), or its [`InsufficientCapacity`]. See the
     /// [module docs](self) ("Batches").
     #[inline]
-    pub fn acquire_batch<E, W>(&mut self, len: usize, mut event: E, mut write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    pub fn acquire_batch<E: Events, W: Outcomes>(
+        &mut self,
+        len: usize,
+        mut event: E,
+        mut write: W,
+    ) {
         let (limit, w) = (self.algorithm.limit, self.algorithm.window.0);
         let s = &mut self.state;
         // The cursor in locals (registers) for the whole run; the ring stays in place.

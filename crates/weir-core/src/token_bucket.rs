@@ -104,10 +104,10 @@
 
 use crate::arith::{Divider, HALF, gcd};
 pub use crate::batch::{BATCH, BatchDecision};
-use crate::batch::{BatchAcquire, run_batches};
+use crate::batch::{BatchAcquire, Events, Outcomes, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
+use crate::limiter::{Algorithm, Limiter, SharedRateLimiter, WordStep};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
 
@@ -771,11 +771,7 @@ impl SharedTokenBucket {
     /// respect to other calls on this bucket; a redone one is as atomic as `acquire` per
     /// event.
     #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    pub fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         run_batches(
             &self.tat,
             len,
@@ -793,18 +789,14 @@ impl TokenBucketConfig {
     /// (wrote the word). Branch-free per event apart from the (never taken, for a validated
     /// trace) cost check.
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let (k, t, w) = (self.k.divisor(), self.t, self.w);
         let mut wrote = false;
         for i in a..b {
@@ -853,11 +845,7 @@ impl TokenBucketConfig {
 
 impl BatchAcquire for SharedTokenBucket {
     #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    fn acquire_batch<E: Events, W: Outcomes>(&self, len: usize, event: E, write: W) {
         SharedTokenBucket::acquire_batch(self, len, event, write);
     }
 }
@@ -936,38 +924,56 @@ impl Denied {
     }
 }
 
-/// Step used by the concurrent keyed table on one packed word: returns the decision and
-/// the new word, if any. Same semantics as [`SharedTokenBucket::acquire`].
-#[inline]
-pub(crate) fn shared_step(
-    config: &TokenBucketConfig,
-    word: u64,
-    now_u: u64,
-    cost: u64,
-) -> (Decision, Option<u64>) {
-    let ahead = TokenBucketConfig::wrapping_ahead(word, now_u);
-    let (d, new) = config.decide(ahead as u128, cost);
-    match new {
-        Some(a) if cost != 0 => (d, Some(now_u.wrapping_add(a))),
-        _ => (d, None),
-    }
-}
-
-impl TokenBucketConfig {
-    /// `now` in units mod 2^64, for the keyed table.
-    #[inline]
-    pub(crate) fn now_word(&self, now: Nanos) -> u64 {
+/// The shared form's word: `TAT mod 2^64` in units, read serial-number style. The step
+/// is [`SharedTokenBucket::acquire`]'s (the generic stores and the keyed table use it).
+impl WordStep for TokenBucketConfig {
+    #[inline(always)]
+    fn now_word(&self, now: Nanos) -> u64 {
         self.now_units_wrapping(now)
     }
-    /// True when the packed word reads as a full bucket at `now_u`.
-    #[inline]
-    pub(crate) fn word_is_fresh(word: u64, now_u: u64) -> bool {
-        Self::wrapping_ahead(word, now_u) == 0
-    }
-    /// Checks a cost against the burst.
-    #[inline]
-    pub(crate) fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+    #[inline(always)]
+    fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
         self.check(cost)
+    }
+    #[inline(always)]
+    fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+        let ahead = Self::wrapping_ahead(word, now_w);
+        match self.fits(ahead as u128, cost) {
+            Some(a) if cost != 0 => (self.admitted(a, cost), Some(now_w.wrapping_add(a))),
+            Some(a) => (self.admitted(a, cost), None),
+            None => (self.rejected(ahead as u128, cost), None),
+        }
+    }
+    #[inline]
+    fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+        Self::wrapping_ahead(word, now_w) == 0
+    }
+    /// `now_w` itself (a TAT at now reads as full), stepped back one unit past `avoid`
+    /// and the sentinel.
+    fn fresh_word(&self, now_w: u64, avoid: u64) -> u64 {
+        let mut f = now_w;
+        if f == avoid {
+            f = f.wrapping_sub(1);
+        }
+        if f == u64::MAX {
+            f = f.wrapping_sub(1);
+            if f == avoid {
+                f = f.wrapping_sub(1);
+            }
+        }
+        f
+    }
+    /// TAT = max(TAT, now) + cost·T, capped at an empty bucket (or where it already was).
+    fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+        let ahead = Self::wrapping_ahead(word, now_w);
+        let a = ahead
+            .saturating_add(cost.saturating_mul(self.t.divisor()))
+            .min(self.w.max(ahead));
+        now_w.wrapping_add(a)
+    }
+    /// One unit (1/k ns) later: a TAT later by one unit never grants more.
+    fn off_sentinel(&self, word: u64) -> u64 {
+        word.wrapping_add(1)
     }
 }
 

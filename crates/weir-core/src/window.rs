@@ -53,11 +53,12 @@
 //! ```
 
 use crate::arith::{Divider, HALF};
-use crate::batch::{BatchAcquire, BatchDecision, run_batches};
+use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
 use crate::error::ConfigError;
-use crate::limiter::{Algorithm, Limiter, SharedRateLimiter};
-use crate::sync::{AtomicU64, Ordering};
+use crate::limiter::{Algorithm, Limiter, WordStep, acquire_word, peek_word};
+use crate::shared::LocalRun;
+pub use crate::shared::Shared;
 use crate::time::Nanos;
 
 /// `Some(new)` when a step changed the word. Every step writes its normalised word back
@@ -199,56 +200,77 @@ pub struct FixedWindowConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WindowState(pub u64);
 
-impl FixedWindowConfig {
-    /// `limit` admissions per aligned `window`; `limit ≤ 2^32 − 1`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        if let Err(e) = check_window(limit, window, MAX_FIXED_LIMIT) {
-            return Err(e);
+/// The constructor and accessors both window configurations share (`counts`: how many
+/// counts the word packs).
+macro_rules! window_config {
+    ($cfg:ident, $max:expr, $counts:expr, $doc:literal) => {
+        impl $cfg {
+            #[doc = $doc]
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                if let Err(e) = check_window(limit, window, $max) {
+                    return Err(e);
+                }
+                Ok($cfg {
+                    limit,
+                    window: Divider::new(window.0),
+                    p: Packing {
+                        cb: bits(limit),
+                        counts: $counts,
+                    },
+                })
+            }
+            /// The limit per window.
+            pub const fn limit(&self) -> u64 {
+                self.limit
+            }
+            /// The window length.
+            pub const fn window(&self) -> Nanos {
+                Nanos(self.window.divisor())
+            }
+            /// Windows between calls within which decisions are exact (see the module docs).
+            pub const fn horizon(&self) -> u64 {
+                1u64 << (self.p.ib() - 1)
+            }
         }
-        Ok(FixedWindowConfig {
-            limit,
-            window: Divider::new(window.0),
-            p: Packing {
-                cb: bits(limit),
-                counts: 1,
-            },
-        })
-    }
-    /// The limit per window.
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-    /// The window length.
-    pub const fn window(&self) -> Nanos {
-        Nanos(self.window.divisor())
-    }
-    /// Windows between calls within which decisions are exact (see the module docs).
-    pub const fn horizon(&self) -> u64 {
-        1u64 << (self.p.ib() - 1)
-    }
+    };
+}
 
+window_config!(
+    FixedWindowConfig,
+    MAX_FIXED_LIMIT,
+    1,
+    "`limit` admissions per aligned `window`; `limit ≤ 2^32 − 1`."
+);
+
+impl FixedWindowConfig {
     /// The lean step on a packed word: `(allowed, remaining, time to the window end, new
     /// word)` — everything but the [`Decision`] built around it.
     #[inline(always)]
     fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64) {
         let p = self.p;
         let w = self.window.divisor();
-        let now_idx = self.window.div(now.0);
-        let stored = p.idx(word);
-        let c = p.c0(word);
-        let (idx, count) = if c == 0 {
-            (now_idx, 0)
-        } else {
-            match p.rel(stored, now_idx) {
-                Rel::Same => (now_idx, c),
-                Rel::Next | Rel::Later => (now_idx, 0),
-                Rel::Rewind => (p.ahead_index(stored, now_idx), c),
-            }
-        };
+        let (idx, count) = self.counting(word, now);
         let end = Nanos(until_end(idx, w, now.0));
         let fits = count + cost <= self.limit;
         let after = if fits { count + cost } else { count };
         (fits, self.limit - after, end, p.pack(idx, after, 0))
+    }
+
+    /// The window still counting at `now` (its full index) and its count.
+    #[inline(always)]
+    fn counting(&self, word: u64, now: Nanos) -> (u64, u64) {
+        let p = self.p;
+        let now_idx = self.window.div(now.0);
+        let c = p.c0(word);
+        if c == 0 {
+            return (now_idx, 0);
+        }
+        let stored = p.idx(word);
+        match p.rel(stored, now_idx) {
+            Rel::Same => (now_idx, c),
+            Rel::Next | Rel::Later => (now_idx, 0),
+            Rel::Rewind => (p.ahead_index(stored, now_idx), c),
+        }
     }
 
     /// The pure step on a packed word: decision and new word.
@@ -291,57 +313,6 @@ impl FixedWindowConfig {
     }
 }
 
-impl Algorithm for FixedWindowConfig {
-    type State = WindowState;
-    fn fresh_state(&self) -> WindowState {
-        WindowState(0)
-    }
-    fn acquire_state(
-        &self,
-        state: &mut WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        let (d, new) = self.step(state.0, now, cost);
-        if let Some(w) = new {
-            state.0 = w;
-        }
-        Ok(d)
-    }
-    fn peek_state(
-        &self,
-        state: &WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        Ok(self.step(state.0, now, cost).0)
-    }
-    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
-        self.step(state.0, now, 0).0.remaining == self.limit
-    }
-    fn capacity(&self) -> u64 {
-        self.limit
-    }
-}
-
-/// A single-owner fixed window; see the [module docs](self).
-pub type FixedWindow = Limiter<FixedWindowConfig>;
-
-impl Limiter<FixedWindowConfig> {
-    /// An empty fixed window: `limit` per `window`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        match FixedWindowConfig::new(limit, window) {
-            Ok(algorithm) => Ok(Limiter {
-                algorithm,
-                state: WindowState(0),
-            }),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Sliding-window counter
 
@@ -370,34 +341,14 @@ struct View {
     base: u64,
 }
 
-impl SlidingWindowConfig {
-    /// `limit` admissions per sliding `window`; `limit ≤ 2^24 − 1`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        if let Err(e) = check_window(limit, window, MAX_SLIDING_LIMIT) {
-            return Err(e);
-        }
-        Ok(SlidingWindowConfig {
-            limit,
-            window: Divider::new(window.0),
-            p: Packing {
-                cb: bits(limit),
-                counts: 2,
-            },
-        })
-    }
-    /// The limit per window.
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-    /// The window length.
-    pub const fn window(&self) -> Nanos {
-        Nanos(self.window.divisor())
-    }
-    /// Windows between calls within which decisions are exact (see the module docs).
-    pub const fn horizon(&self) -> u64 {
-        1u64 << (self.p.ib() - 1)
-    }
+window_config!(
+    SlidingWindowConfig,
+    MAX_SLIDING_LIMIT,
+    2,
+    "`limit` admissions per sliding `window`; `limit ≤ 2^24 − 1`."
+);
 
+impl SlidingWindowConfig {
     /// `⌈prev·(W − e)/W⌉`.
     #[inline(always)]
     fn weighted(&self, prev: u64, e: u64) -> u64 {
@@ -554,7 +505,7 @@ impl SlidingWindowConfig {
         (d, changed(word, new))
     }
 
-    /// Events `a..b` of a batch on the local word `s` (see [`WordStep::run_local`]), with
+    /// Events `a..b` of a batch on the local word `s` (see `LocalRun::run_local`), with
     /// [`SlidingWindowConfig::step`]'s figures that a batch records (no `reset_after`).
     ///
     /// The word is kept decoded between events: the full index of its window, that
@@ -566,18 +517,14 @@ impl SlidingWindowConfig {
     /// other event (the first of the batch, a new window, a rewind) runs `step`'s own
     /// [`SlidingWindowConfig::lean`] on the packed word and decodes the result.
     #[inline(always)]
-    fn run_decoded<E, W>(
+    fn run_decoded<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let (limit, w, p) = (self.limit, self.window.divisor(), self.p);
         let mut wrote = false;
         // The decoded word; `valid` once an event decoded it and its window start fits.
@@ -662,110 +609,158 @@ impl SlidingWindowConfig {
     }
 }
 
-impl Algorithm for SlidingWindowConfig {
-    type State = WindowState;
-    fn fresh_state(&self) -> WindowState {
-        WindowState(0)
-    }
-    fn acquire_state(
-        &self,
-        state: &mut WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        let (d, new) = self.step(state.0, now, cost);
-        if let Some(w) = new {
-            state.0 = w;
-        }
-        Ok(d)
-    }
-    fn peek_state(
-        &self,
-        state: &WindowState,
-        now: Nanos,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.limit, cost)?;
-        Ok(self.step(state.0, now, cost).0)
-    }
-    fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
-        let v = self.view(state.0, now);
-        v.prev == 0 && v.cur == 0
-    }
-    fn capacity(&self) -> u64 {
-        self.limit
-    }
-}
-
-/// A single-owner sliding-window counter; see the [module docs](self).
-pub type SlidingWindow = Limiter<SlidingWindowConfig>;
-
-impl Limiter<SlidingWindowConfig> {
-    /// An empty sliding-window counter: `limit` per `window`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        match SlidingWindowConfig::new(limit, window) {
-            Ok(algorithm) => Ok(Limiter {
-                algorithm,
-                state: WindowState(0),
-            }),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Shared forms
 
-/// A window limiter shared between threads: one `AtomicU64` holding the packed word of
-/// a [`FixedWindowConfig`] or [`SlidingWindowConfig`], updated by CAS with the same step.
-#[derive(Debug)]
-pub struct SharedWindow<A> {
-    config: A,
-    word: AtomicU64,
-}
+/// A window limiter shared between threads: the generic [`Shared`] over a
+/// [`FixedWindowConfig`] or [`SlidingWindowConfig`] word.
+pub type SharedWindow<A> = Shared<A>;
 
 /// A lock-free fixed window.
-pub type SharedFixedWindow = SharedWindow<FixedWindowConfig>;
+pub type SharedFixedWindow = Shared<FixedWindowConfig>;
 /// A lock-free sliding-window counter.
-pub type SharedSlidingWindow = SharedWindow<SlidingWindowConfig>;
+pub type SharedSlidingWindow = Shared<SlidingWindowConfig>;
 
-/// The packed-word step shared by both window kinds.
-trait WordStep {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>);
-    /// Events `a..b` of a batch on the local word `s`: the new word and whether any step
-    /// changed it (every step writes its normalised word, rejections and cost 0 included).
-    fn run_local<E, W>(
-        &self,
-        s: u64,
-        a: usize,
-        b: usize,
-        event: &mut E,
-        write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
-    fn limit_of(&self) -> u64;
-}
-impl WordStep for FixedWindowConfig {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, now, cost)
+/// A word with zero counts (fresh at every instant) other than `avoid`; never `u64::MAX`
+/// (its counts are not zero).
+const fn empty_word_besides(p: Packing, avoid: u64) -> u64 {
+    if avoid == 0 {
+        1 << (p.cb * p.counts)
+    } else {
+        0
     }
+}
+
+/// The sentinel `u64::MAX` moved one window ahead (same counts): the stored window then
+/// reads as a rewind, which keeps counting it — conservative.
+const fn next_window(p: Packing, word: u64) -> u64 {
+    word.wrapping_add(1 << (p.cb * p.counts))
+}
+
+/// The [`Algorithm`] and [`WordStep`] impls of a window: its state is the packed word and
+/// its time base is ns, so both forms share one step; a window kind only says how it
+/// tells an empty state (`fresh`) and how it charges without a limit check (`charge`).
+macro_rules! window_algorithm {
+    (
+        $cfg:ident, $single:ident, $what:literal,
+        fresh($fs:ident, $fword:ident, $fnow:ident) $fresh:block,
+        charge($cs:ident, $cword:ident, $cnow:ident, $ccost:ident) $charge:block
+    ) => {
+        #[doc = concat!("A single-owner ", $what, "; see the [module docs](self).")]
+        pub type $single = Limiter<$cfg>;
+
+        impl Limiter<$cfg> {
+            #[doc = concat!("An empty ", $what, ": `limit` per `window`.")]
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                match $cfg::new(limit, window) {
+                    Ok(algorithm) => Ok(Limiter {
+                        algorithm,
+                        state: WindowState(0),
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+
+        impl Shared<$cfg> {
+            #[doc = concat!("An empty shared ", $what, ".")]
+            pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+                Ok(Shared::from_config($cfg::new(limit, window)?))
+            }
+        }
+
+        impl Algorithm for $cfg {
+            type State = WindowState;
+            fn fresh_state(&self) -> WindowState {
+                WindowState(0)
+            }
+            fn acquire_state(
+                &self,
+                state: &mut WindowState,
+                now: Nanos,
+                cost: u64,
+            ) -> Result<Decision, InsufficientCapacity> {
+                acquire_word(self, &mut state.0, now, cost)
+            }
+            fn peek_state(
+                &self,
+                state: &WindowState,
+                now: Nanos,
+                cost: u64,
+            ) -> Result<Decision, InsufficientCapacity> {
+                peek_word(self, state.0, now, cost)
+            }
+            fn is_fresh_state(&self, state: &WindowState, now: Nanos) -> bool {
+                let ($fs, $fword, $fnow) = (self, state.0, now);
+                $fresh
+            }
+            fn capacity(&self) -> u64 {
+                self.limit
+            }
+        }
+
+        impl WordStep for $cfg {
+            #[inline(always)]
+            fn now_word(&self, now: Nanos) -> u64 {
+                now.0
+            }
+            #[inline(always)]
+            fn check_cost(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+                capacity_check(self.limit, cost)
+            }
+            #[inline]
+            fn step_word(&self, word: u64, now_w: u64, cost: u64) -> (Decision, Option<u64>) {
+                self.step(word, Nanos(now_w), cost)
+            }
+            fn is_fresh_word(&self, word: u64, now_w: u64) -> bool {
+                self.is_fresh_state(&WindowState(word), Nanos(now_w))
+            }
+            fn fresh_word(&self, _now_w: u64, avoid: u64) -> u64 {
+                empty_word_besides(self.p, avoid)
+            }
+            fn charge_word(&self, word: u64, now_w: u64, cost: u64) -> u64 {
+                let ($cs, $cword, $cnow, $ccost) = (self, word, Nanos(now_w), cost);
+                $charge
+            }
+            fn off_sentinel(&self, word: u64) -> u64 {
+                next_window(self.p, word)
+            }
+        }
+    };
+}
+
+window_algorithm!(
+    FixedWindowConfig, FixedWindow, "fixed window",
+    fresh(c, word, now) { c.step(word, now, 0).0.remaining == c.limit },
+    charge(c, word, now, cost) {
+        let (idx, count) = c.counting(word, now);
+        c.p.pack(idx, count.saturating_add(cost).min(c.limit), 0)
+    }
+);
+
+window_algorithm!(
+    SlidingWindowConfig, SlidingWindow, "sliding-window counter",
+    fresh(c, word, now) {
+        let v = c.view(word, now);
+        v.prev == 0 && v.cur == 0
+    },
+    charge(c, word, now, cost) {
+        let v = c.view(word, now);
+        c.p.pack(v.idx, v.cur.saturating_add(cost).min(c.limit), v.prev)
+    }
+);
+
+impl LocalRun for FixedWindowConfig {
     /// The step on the packed word, event by event (it is cheap: no weights).
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         mut s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         let mut wrote = false;
         for i in a..b {
             let (now, cost) = event(i);
@@ -780,153 +775,20 @@ impl WordStep for FixedWindowConfig {
         }
         (s, wrote)
     }
-    fn limit_of(&self) -> u64 {
-        self.limit
-    }
 }
-impl WordStep for SlidingWindowConfig {
-    fn word_step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
-        self.step(word, now, cost)
-    }
+
+impl LocalRun for SlidingWindowConfig {
     /// The counter's step on a decoded word: see [`SlidingWindowConfig::run_decoded`].
     #[inline(always)]
-    fn run_local<E, W>(
+    fn run_local<E: Events, W: Outcomes>(
         &self,
         s: u64,
         a: usize,
         b: usize,
         event: &mut E,
         write: &mut W,
-    ) -> (u64, bool)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
+    ) -> (u64, bool) {
         self.run_decoded(s, a, b, event, write)
-    }
-    fn limit_of(&self) -> u64 {
-        self.limit
-    }
-}
-
-impl SharedWindow<FixedWindowConfig> {
-    /// An empty shared fixed window.
-    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(SharedWindow {
-            config: FixedWindowConfig::new(limit, window)?,
-            word: AtomicU64::new(0),
-        })
-    }
-}
-
-impl SharedWindow<SlidingWindowConfig> {
-    /// An empty shared sliding-window counter.
-    pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
-        Ok(SharedWindow {
-            config: SlidingWindowConfig::new(limit, window)?,
-            word: AtomicU64::new(0),
-        })
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> SharedWindow<A> {
-    /// The parameters.
-    pub fn config(&self) -> &A {
-        &self.config
-    }
-    /// Decides on `cost` at `now`; counts it when admitted.
-    pub fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.config.limit_of(), cost)?;
-        let mut s = self.word.load(Ordering::Relaxed);
-        loop {
-            match self.config.word_step(s, now, cost) {
-                (d, Some(n)) => {
-                    match self.word.compare_exchange_weak(
-                        s,
-                        n,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok(d),
-                        Err(cur) => s = cur,
-                    }
-                }
-                (d, None) => return Ok(d),
-            }
-        }
-    }
-    /// The decision `acquire` would return, counting nothing.
-    pub fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        capacity_check(self.config.limit_of(), cost)?;
-        Ok(self
-            .config
-            .word_step(self.word.load(Ordering::Relaxed), now, cost)
-            .0)
-    }
-    /// True when the window is empty at `now`.
-    pub fn is_fresh(&self, now: Nanos) -> bool {
-        let d = self
-            .config
-            .word_step(self.word.load(Ordering::Relaxed), now, 0)
-            .0;
-        d.remaining == self.config.limit_of() && d.reset_after.is_zero()
-    }
-
-    /// The raw packed word, for tests and diagnostics.
-    pub fn raw_state(&self) -> u64 {
-        self.word.load(Ordering::Relaxed)
-    }
-
-    /// Decides events `0..len` in order, as `acquire(event(i))` would one by one, and
-    /// hands each outcome to `write(i, ..)`: the verdict, `remaining` and `retry_after` of
-    /// `acquire`'s [`Decision`] (not `reset_after`, which a sliding-window counter
-    /// computes at some cost; `delay` is always zero), or its [`InsufficientCapacity`].
-    /// One load and one CAS per [`crate::batch::BATCH`] events, with the same step on a
-    /// local word; the contract (redone batches, atomicity) is
-    /// [`BatchAcquire::acquire_batch`]'s.
-    #[inline]
-    pub fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        run_batches(
-            &self.word,
-            len,
-            event,
-            write,
-            |s0, a, b, event, write| self.config.run_local(s0, a, b, event, write),
-            |now, cost| self.acquire(now, cost),
-        );
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> BatchAcquire for SharedWindow<A> {
-    #[inline]
-    fn acquire_batch<E, W>(&self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        SharedWindow::acquire_batch(self, len, event, write);
-    }
-}
-
-#[allow(private_bounds)]
-impl<A: WordStep> SharedRateLimiter for SharedWindow<A> {
-    fn acquire(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedWindow::acquire(self, now, cost)
-    }
-    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        SharedWindow::peek(self, now, cost)
-    }
-    fn is_fresh(&self, now: Nanos) -> bool {
-        SharedWindow::is_fresh(self, now)
-    }
-    fn capacity(&self) -> u64 {
-        self.config.limit_of()
     }
 }
 
@@ -1009,13 +871,8 @@ mod tests {
             Verdict::Reject
         );
         assert!(sw.is_fresh(Nanos(2 * S)));
-        let sh = SharedSlidingWindow::new(10, Nanos(S)).unwrap();
-        let mut a = SlidingWindow::new(10, Nanos(S)).unwrap();
-        let mut now = 0;
-        for i in 0..if cfg!(miri) { 100 } else { 3000u64 } {
-            now += (i * 7919) % (S / 3);
-            assert_eq!(a.acquire(Nanos(now), i % 5), sh.acquire(Nanos(now), i % 5));
-        }
+        let cfg = SlidingWindowConfig::new(10, Nanos(S)).unwrap();
+        crate::shared::assert_equals_single(cfg, 3000, S / 3, 5);
     }
 
     #[test]

@@ -10,112 +10,13 @@
 
 mod loom_common;
 
-use loom::sync::Arc;
-use loom::thread;
-use loom_common::assert_linearizable;
+use loom_common::{BatchOp, Kind, batch_model};
 use weir_core::{
-    BatchAcquire, BatchDecision, FixedWindow, InsufficientCapacity, LeakyBucket, Nanos,
-    RateLimiter, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter, SharedSlidingWindow,
+    FixedWindow, LeakyBucket, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow,
     SlidingWindow,
 };
 
-/// One operation: a whole `acquire_batch` or a single `acquire`.
-#[derive(Debug, Clone, Copy)]
-enum BatchOp {
-    Batch(&'static [(u64, u64)]),
-    Acquire(u64, u64),
-}
-
-type BatchRes = Vec<Result<BatchDecision, InsufficientCapacity>>;
-
-/// A shared limiter with its single-owner twin and their state words.
-struct Kind<S, L> {
-    shared: fn() -> S,
-    single: fn() -> L,
-    shared_word: fn(&S) -> u64,
-    single_word: fn(&L) -> u64,
-}
-
-fn batch_model<S, L>(kind: Kind<S, L>, ops: &'static [BatchOp])
-where
-    S: BatchAcquire + SharedRateLimiter + Send + Sync + 'static,
-    L: RateLimiter + 'static,
-{
-    fn run<S: BatchAcquire + SharedRateLimiter>(s: &S, op: BatchOp) -> BatchRes {
-        match op {
-            BatchOp::Batch(evs) => {
-                let mut out = vec![
-                    Err(InsufficientCapacity {
-                        cost: 0,
-                        capacity: 0
-                    });
-                    evs.len()
-                ];
-                s.acquire_batch(
-                    evs.len(),
-                    |i| (Nanos(evs[i].0), evs[i].1),
-                    |i, d| out[i] = d,
-                );
-                out
-            }
-            BatchOp::Acquire(now, cost) => {
-                vec![s.acquire(Nanos(now), cost).map(BatchDecision::from)]
-            }
-        }
-    }
-    // The events as ops of their own: (op index, event index, now, cost).
-    let events: Vec<(usize, usize, u64, u64)> = ops
-        .iter()
-        .enumerate()
-        .flat_map(|(o, op)| match *op {
-            BatchOp::Batch(evs) => evs
-                .iter()
-                .enumerate()
-                .map(|(j, &(t, c))| (o, j, t, c))
-                .collect::<Vec<_>>(),
-            BatchOp::Acquire(t, c) => vec![(o, 0, t, c)],
-        })
-        .collect();
-    let Kind {
-        shared,
-        single,
-        shared_word,
-        single_word,
-    } = kind;
-    loom::model(move || {
-        let s = Arc::new(shared());
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let s = s.clone();
-                thread::spawn(move || run(&*s, op))
-            })
-            .collect();
-        let mut results = vec![run(&*s, ops[0])];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
-        let observed: Vec<_> = results.into_iter().flatten().collect();
-        let fin = shared_word(&s);
-        assert_linearizable(&events, &observed, &fin, |order| {
-            // Only orders that keep each batch's events in order.
-            let in_order = order.windows(2).all(|w| {
-                let (a, b) = (events[w[0]], events[w[1]]);
-                a.0 != b.0 || a.1 < b.1
-            });
-            if !in_order {
-                return (Vec::new(), u64::MAX);
-            }
-            let mut l = single();
-            let mut res = vec![None; events.len()];
-            for &i in order {
-                let (_, _, now, cost) = events[i];
-                res[i] = Some(l.acquire(Nanos(now), cost).map(BatchDecision::from));
-            }
-            (res.into_iter().flatten().collect(), single_word(&l))
-        });
-    });
-}
-
-fn leaky() -> Kind<SharedLeakyBucket, LeakyBucket> {
+fn leaky() -> Kind<SharedLeakyBucket, LeakyBucket, u64> {
     Kind {
         shared: || SharedLeakyBucket::new(1, Nanos(1_000), 1, 0, false).unwrap(),
         single: || LeakyBucket::new(1, Nanos(1_000), 1, 0, false).unwrap(),
@@ -124,7 +25,7 @@ fn leaky() -> Kind<SharedLeakyBucket, LeakyBucket> {
     }
 }
 
-fn fixed() -> Kind<SharedFixedWindow, FixedWindow> {
+fn fixed() -> Kind<SharedFixedWindow, FixedWindow, u64> {
     Kind {
         shared: || SharedFixedWindow::new(2, Nanos(1_000)).unwrap(),
         single: || FixedWindow::new(2, Nanos(1_000)).unwrap(),
@@ -133,7 +34,7 @@ fn fixed() -> Kind<SharedFixedWindow, FixedWindow> {
     }
 }
 
-fn sliding() -> Kind<SharedSlidingWindow, SlidingWindow> {
+fn sliding() -> Kind<SharedSlidingWindow, SlidingWindow, u64> {
     Kind {
         shared: || SharedSlidingWindow::new(2, Nanos(1_000)).unwrap(),
         single: || SlidingWindow::new(2, Nanos(1_000)).unwrap(),

@@ -3,10 +3,11 @@
 //!   acquire / peek are linearizable against the single-owner form (the decisions the
 //!   threads got are those of some sequential order, and the limiter afterwards answers
 //!   every probe like that order's final state), hence never over-admit;
-//! - [`KeyedTokenBuckets`]: two threads on a full two-slot table where one reclaims a
-//!   fresh slot while the other updates the key living there: no admission vanishes (an
-//!   admitted key's bucket is charged afterwards, in a slot or in the overflow limiter), and
-//!   concurrent acquisitions of one key never exceed its burst.
+//! - [`KeyedShared`] (token bucket, fixed window, leaky bucket: the generic table through
+//!   its reclaim path): two threads on a full two-slot table where one reclaims a fresh
+//!   slot while the other updates the key living there: no admission vanishes (an admitted
+//!   key's state is charged afterwards, in a slot or in the overflow limiter), and
+//!   concurrent acquisitions of one key never exceed its capacity.
 #![cfg(weir_loom)]
 
 mod loom_common;
@@ -14,11 +15,11 @@ mod loom_common;
 use loom::sync::Arc;
 use loom::thread;
 use loom_common::assert_linearizable;
-use weir_core::keyed::{KeyedTokenBuckets, Slot};
+use weir_core::keyed::{KeyedShared, Slot};
 use weir_core::{
-    Decision, FixedWindow, InsufficientCapacity, LeakyBucket, Nanos, RateLimiter,
-    SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter, SharedSlidingWindow, SlidingWindow,
-    TokenBucketConfig,
+    Decision, FixedWindow, FixedWindowConfig, InsufficientCapacity, LeakyBucket, LeakyBucketConfig,
+    Nanos, RateLimiter, SharedFixedWindow, SharedLeakyBucket, SharedRateLimiter,
+    SharedSlidingWindow, SlidingWindow, TokenBucketConfig, WordStep,
 };
 
 type Res = Result<Decision, InsufficientCapacity>;
@@ -128,17 +129,26 @@ fn sliding_window_across_a_boundary() {
     );
 }
 
-fn table() -> KeyedTokenBuckets<Vec<Slot>> {
-    // 1 token per µs, burst 1; two slots, and keys 1, 2, 3 all have home slot 0.
-    let cfg = TokenBucketConfig::new(1, Nanos(1_000), 1).unwrap();
-    KeyedTokenBuckets::new(cfg, (0..2).map(|_| Slot::new()).collect())
+/// Three algorithms with the same shape on a 1 µs grid: one admission fits at 0, a second
+/// at 0 does not, and at 1000 the state is fresh again (reclaimable).
+fn algorithms() -> (TokenBucketConfig, FixedWindowConfig, LeakyBucketConfig) {
+    (
+        TokenBucketConfig::new(1, Nanos(1_000), 1).unwrap(),
+        FixedWindowConfig::new(1, Nanos(1_000)).unwrap(),
+        LeakyBucketConfig::new(1, Nanos(1_000), 0, 0, false).unwrap(),
+    )
 }
 
-#[test]
-fn keyed_reclaim_races_an_update() {
-    loom::model(|| {
-        let t = Arc::new(table());
-        // keys 1 and 2 fill both slots at 0; at 1000 both are fresh (reclaimable).
+/// Two slots; keys 1, 2, 3 all have home slot 0.
+fn table<A: WordStep>(alg: A) -> KeyedShared<A, Vec<Slot>> {
+    KeyedShared::new(alg, (0..2).map(|_| Slot::new()).collect())
+}
+
+/// Keys 1 and 2 fill both slots at 0; at 1000 both are fresh. Key 3 reclaims a slot while
+/// key 1 updates its own: no admission vanishes.
+fn reclaim_races_an_update<A: WordStep + Clone + Send + Sync + 'static>(alg: A) {
+    loom::model(move || {
+        let t = Arc::new(table(alg.clone()));
         assert!(t.acquire(1, Nanos(0), 1).unwrap().decision.is_allowed());
         assert!(t.acquire(2, Nanos(0), 1).unwrap().decision.is_allowed());
         let h = {
@@ -160,10 +170,10 @@ fn keyed_reclaim_races_an_update() {
     });
 }
 
-#[test]
-fn keyed_same_key_never_over_admits() {
-    loom::model(|| {
-        let t = Arc::new(table());
+/// Two threads acquire the same new key at once: exactly one admission (capacity 1).
+fn same_key_never_over_admits<A: WordStep + Clone + Send + Sync + 'static>(alg: A) {
+    loom::model(move || {
+        let t = Arc::new(table(alg.clone()));
         assert!(t.acquire(2, Nanos(0), 1).unwrap().decision.is_allowed());
         let h = {
             let t = t.clone();
@@ -172,6 +182,31 @@ fn keyed_same_key_never_over_admits() {
         let a = t.acquire(1, Nanos(0), 1).unwrap();
         let b = h.join().unwrap();
         let admitted = [a, b].iter().filter(|d| d.decision.is_allowed()).count();
-        assert_eq!(admitted, 1, "key 1 with burst 1: {a:?} / {b:?}");
+        assert_eq!(admitted, 1, "key 1 with capacity 1: {a:?} / {b:?}");
     });
+}
+
+#[test]
+fn keyed_reclaim_races_an_update() {
+    reclaim_races_an_update(algorithms().0);
+}
+
+#[test]
+fn keyed_same_key_never_over_admits() {
+    same_key_never_over_admits(algorithms().0);
+}
+
+#[test]
+fn keyed_fixed_window_reclaim_races_an_update() {
+    reclaim_races_an_update(algorithms().1);
+}
+
+#[test]
+fn keyed_fixed_window_same_key_never_over_admits() {
+    same_key_never_over_admits(algorithms().1);
+}
+
+#[test]
+fn keyed_leaky_bucket_reclaim_races_an_update() {
+    reclaim_races_an_update(algorithms().2);
 }

@@ -12,10 +12,10 @@ mod loom_common;
 
 use loom::sync::Arc;
 use loom::thread;
-use loom_common::assert_linearizable;
+use loom_common::{BatchOp, Kind, assert_linearizable, batch_model};
 use weir_core::{
-    BatchDecision, Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket,
-    TokenBucket, TokenBucketConfig, Verdict,
+    Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket,
+    TokenBucketConfig, Verdict,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -202,87 +202,17 @@ fn lean_paths_with_rewind_and_zero_cost() {
     );
 }
 
-/// One operation of the batch model: a whole `acquire_batch` or a single `acquire`.
-#[derive(Debug, Clone, Copy)]
-enum BatchOp {
-    Batch(&'static [(u64, u64)]),
-    Acquire(u64, u64),
-}
-
-type BatchRes = Vec<Result<BatchDecision, InsufficientCapacity>>;
-
-/// `acquire_batch` racing single `acquire`s: the outcome of some sequential order of the
-/// single-owner form in which the batch's events keep their order. A committed batch is
-/// one unit (its events consecutive, at the CAS); a batch whose CAS lost is decided again
-/// per event, each event linearised on its own like `acquire`, so other calls may fall
-/// between its events. The model checks each event separately, in batch order.
-fn batch_model(rate: u64, per: u64, burst: u64, ops: &'static [BatchOp]) {
-    fn shared(b: &SharedTokenBucket, op: BatchOp) -> BatchRes {
-        match op {
-            BatchOp::Batch(evs) => {
-                let mut out = vec![
-                    Err(InsufficientCapacity {
-                        cost: 0,
-                        capacity: 0
-                    });
-                    evs.len()
-                ];
-                b.acquire_batch(
-                    evs.len(),
-                    |i| (Nanos(evs[i].0), evs[i].1),
-                    |i, d| out[i] = d,
-                );
-                out
-            }
-            BatchOp::Acquire(now, cost) => {
-                vec![b.acquire(Nanos(now), cost).map(BatchDecision::from)]
-            }
+/// A token bucket `(rate, per, burst)` and its single-owner twin for the batch model
+/// (`loom_common::batch_model`), comparing the whole TAT.
+macro_rules! tb_kind {
+    ($r:expr, $p:expr, $b:expr) => {
+        Kind {
+            shared: || SharedTokenBucket::new($r, Nanos($p), $b).unwrap(),
+            single: || TokenBucket::new($r, Nanos($p), $b).unwrap(),
+            shared_word: |s| u128::from(s.raw_state()),
+            single_word: |l| l.state().0,
         }
-    }
-    // The events as ops of their own: (op index, event index, now, cost).
-    let events: Vec<(usize, usize, u64, u64)> = ops
-        .iter()
-        .enumerate()
-        .flat_map(|(o, op)| match *op {
-            BatchOp::Batch(evs) => evs
-                .iter()
-                .enumerate()
-                .map(|(j, &(t, c))| (o, j, t, c))
-                .collect::<Vec<_>>(),
-            BatchOp::Acquire(t, c) => vec![(o, 0, t, c)],
-        })
-        .collect();
-    loom::model(move || {
-        let b = Arc::new(SharedTokenBucket::new(rate, Nanos(per), burst).unwrap());
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let b = b.clone();
-                thread::spawn(move || shared(&b, op))
-            })
-            .collect();
-        let mut results = vec![shared(&b, ops[0])];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
-        let observed: Vec<_> = results.into_iter().flatten().collect();
-        let fin = u128::from(b.raw_state());
-        assert_linearizable(&events, &observed, &fin, |order| {
-            // Only orders that keep each batch's events in order.
-            let in_order = order.windows(2).all(|w| {
-                let (a, b) = (events[w[0]], events[w[1]]);
-                a.0 != b.0 || a.1 < b.1
-            });
-            let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
-            if !in_order {
-                return (Vec::new(), u128::MAX);
-            }
-            let mut res = vec![None; events.len()];
-            for &i in order {
-                let (_, _, now, cost) = events[i];
-                res[i] = Some(tb.acquire(Nanos(now), cost).map(BatchDecision::from));
-            }
-            (res.into_iter().flatten().collect(), tb.state().0)
-        });
-    });
+    };
 }
 
 #[test]
@@ -290,9 +220,7 @@ fn batch_is_atomic_against_acquire() {
     // burst 2 at one instant: the batch takes both tokens or the single acquire takes
     // one first; the batch also carries a cost-0 query and a cost above the burst.
     batch_model(
-        1,
-        1_000,
-        2,
+        tb_kind!(1, 1_000, 2),
         &[
             BatchOp::Batch(&[(0, 1), (0, 0), (0, 1), (0, 3), (0, 1)]),
             BatchOp::Acquire(0, 1),
@@ -304,9 +232,7 @@ fn batch_is_atomic_against_acquire() {
 fn batch_with_rewind_races_two_acquires() {
     // A non-integral interval, a rewind inside the batch, and threads at other instants.
     batch_model(
-        3,
-        1_000,
-        3,
+        tb_kind!(3, 1_000, 3),
         &[
             BatchOp::Batch(&[(400, 2), (0, 1), (1_000, 2)]),
             BatchOp::Acquire(0, 2),

@@ -1,15 +1,20 @@
 //! Request descriptors: the key a rate limit counts by, built from trusted, bounded parts.
 //!
-//! Two hashes of the same bytes serve two purposes. The *table hash* (64-bit SipHash-1-3
-//! with a per-engine random key) indexes the in-process keyed table: keyed so that an
-//! attacker who picks consumer ids cannot aim collisions at one slot. The *digest*
-//! (128-bit SipHash-2-4 with a fixed key, hex) is stable across instances and restarts:
-//! it names the key in access logs and in the global store (`weir:{route}:DIGEST`) without
-//! ever writing the raw key (which may be an API token) anywhere.
+//! Two hashes serve two purposes. The *digest* (128-bit SipHash-2-4 with a fixed key, hex)
+//! is stable across instances and restarts: it names the key in access logs and in the
+//! global store (`weir:{route}:DIGEST`, which every gateway instance must compute alike)
+//! without ever writing the raw key (which may be an API token) anywhere. The *table hash*
+//! indexes the in-process keyed table and must be keyed, so that an attacker who picks
+//! consumer ids cannot aim collisions at one probe window: it is ahash of the digest with
+//! the engine's random per-process key. Deriving it from the digest costs one ahash of 16
+//! bytes instead of a second SipHash pass over the key bytes; collisions of the 128-bit
+//! digest are out of reach, and without the random key the digest tells nothing about the
+//! table hash. ahash (well kept, no_std, already in the dependency tree) is chosen over
+//! foldhash, whose documentation rules out long-running programs an attacker can observe
+//! (exactly a gateway), and over SipHash-1-3 for speed (see docs/BENCHMARKS.md, keyed).
 
 use crate::policy::{KeyPart, RateLimitPolicy};
 use core::hash::Hasher;
-use siphasher::sip::SipHasher13;
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::net::IpAddr;
 
@@ -95,23 +100,32 @@ pub(crate) fn build(
     client_ip: Option<IpAddr>,
     table_key: (u64, u64),
 ) -> Result<Descriptor, DescriptorError> {
-    let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
-    th.write(route.as_bytes());
-    th.write_u8(0xff);
     let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
     dh.write(route.as_bytes());
     dh.write_u8(0xff);
     for_each_part(rl, route, method, headers, client_ip, |value| {
         let len = (value.len() as u32).to_le_bytes();
-        th.write(&len);
-        th.write(value);
         dh.write(&len);
         dh.write(value);
     })?;
+    let digest = dh.finish128().as_u128();
     Ok(Descriptor {
-        table_hash: th.finish(),
-        digest: dh.finish128().as_u128(),
+        table_hash: table_hash(digest, table_key),
+        digest,
     })
+}
+
+/// The table hash of a digest: ahash of the 128-bit digest, seeded with the engine's
+/// random key (the key's 128 bits spread over ahash's four seeds).
+#[inline]
+pub(crate) fn table_hash(digest: u128, key: (u64, u64)) -> u64 {
+    ahash::RandomState::with_seeds(
+        key.0,
+        key.1,
+        key.0.rotate_left(32) ^ 0x243f_6a88_85a3_08d3,
+        key.1.rotate_left(32) ^ 0x1319_8a2e_0370_7344,
+    )
+    .hash_one(digest)
 }
 
 /// Calls `f` with each key part's value, in order, or fails as the key is invalid (an
@@ -216,15 +230,12 @@ mod tests {
             buf.extend_from_slice(value);
         })
         .ok()?;
-        let mut th = SipHasher13::new_with_keys(table_key.0, table_key.1);
-        th.write(route.as_bytes());
-        th.write_u8(0xff);
-        th.write(&buf);
         let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
         dh.write(route.as_bytes());
         dh.write_u8(0xff);
         dh.write(&buf);
-        Some((th.finish(), dh.finish128().as_u128()))
+        let digest = dh.finish128().as_u128();
+        Some((table_hash(digest, table_key), digest))
     }
 
     #[test]
