@@ -46,10 +46,16 @@ fn remaining_now(r: Result<Decision, InsufficientCapacity>) -> u64 {
 }
 
 /// The methods every limiter class has (`try_acquire`, `peek`, `capacity`, `clock`), plus
-/// the class's own `extra` items, in one `#[pymethods]` block. `$core` is an expression of
-/// `self` with a `SharedRateLimiter`-like `acquire`/`peek`/`capacity`.
+/// the class's read-only `getters` (`name: type = expression of $s`) and its own `extra`
+/// items, in one `#[pymethods]` block. `$core` is an expression of `self` with a
+/// `SharedRateLimiter`-like `acquire`/`peek`/`capacity`.
 macro_rules! limiter_methods {
-    ($ty:ty, |$s:ident| $core:expr, { $($extra:tt)* }) => {
+    (
+        $ty:ty,
+        |$s:ident| $core:expr,
+        getters { $($g:ident: $gt:ty = $gv:expr),* $(,)? },
+        { $($extra:tt)* }
+    ) => {
         #[pymethods]
         impl $ty {
             /// Takes `cost` (default 1) now if it fits; returns a `Decision`.
@@ -85,6 +91,14 @@ macro_rules! limiter_methods {
                 self.clock.py_object(py)
             }
 
+            $(
+                #[getter]
+                fn $g(&self) -> $gt {
+                    let $s = self;
+                    $gv
+                }
+            )*
+
             $($extra)*
         }
     };
@@ -109,27 +123,33 @@ macro_rules! shared_replay {
     };
 }
 
-/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`)
-/// and the `rate`, `per`, `burst` getters.
+/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`),
+/// the `rate`, `per`, `burst` getters and `__repr__` (`$name(rate=.., per=.., burst=..`,
+/// then the text `$more` of the config `$c`, then `remaining` and `clock`).
 macro_rules! bucket_methods {
-    ($ty:ty, $reset_doc:literal, { $($extra:tt)* }) => {
-        limiter_methods!($ty, |s| s.core, {
+    ($ty:ty, $name:literal, $reset_doc:literal, |$c:ident| $more:expr, { $($extra:tt)* }) => {
+        limiter_methods!($ty, |s| s.core, getters {
+            rate: u64 = s.core.config().rate(),
+            per: f64 = to_secs(s.core.config().per()),
+            burst: u64 = s.core.config().burst(),
+        }, {
             #[doc = $reset_doc]
             fn reset(&self) {
                 self.core.reset(self.clock.now());
             }
 
-            #[getter]
-            fn rate(&self) -> u64 {
-                self.core.config().rate()
-            }
-            #[getter]
-            fn per(&self) -> f64 {
-                to_secs(self.core.config().per())
-            }
-            #[getter]
-            fn burst(&self) -> u64 {
-                self.core.config().burst()
+            fn __repr__(&self) -> String {
+                let $c = self.core.config();
+                format!(
+                    "{}(rate={}, per={:?}, burst={}{}, remaining={}, clock={})",
+                    $name,
+                    $c.rate(),
+                    to_secs($c.per()),
+                    $c.burst(),
+                    $more,
+                    remaining_now(self.core.peek(self.clock.now(), 0)),
+                    self.clock.describe()
+                )
             }
 
             $($extra)*
@@ -150,47 +170,41 @@ pub(crate) struct PyTokenBucket {
 // One CAS per batch of events instead of one per admission (see `Fill::batch`).
 shared_replay!(PyTokenBucket);
 
-bucket_methods!(PyTokenBucket, "Makes the bucket full now.", {
-    #[new]
-    #[pyo3(signature = (rate, per, burst, clock = None))]
-    fn new(
-        rate: &Bound<'_, PyAny>,
-        per: f64,
-        burst: &Bound<'_, PyAny>,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let rate = errors::positive_count("rate", rate)?;
-        let per = to_positive_nanos("per", per)?;
-        let burst = errors::positive_count("burst", burst)?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
-            Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
-            _ => unreachable!("a token-bucket limit"),
-        };
-        core.reset(clock.now());
-        Ok(PyTokenBucket { core, clock })
-    }
+bucket_methods!(
+    PyTokenBucket,
+    "TokenBucket",
+    "Makes the bucket full now.",
+    |_c| "",
+    {
+        #[new]
+        #[pyo3(signature = (rate, per, burst, clock = None))]
+        fn new(
+            rate: &Bound<'_, PyAny>,
+            per: f64,
+            burst: &Bound<'_, PyAny>,
+            clock: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let rate = errors::positive_count("rate", rate)?;
+            let per = to_positive_nanos("per", per)?;
+            let burst = errors::positive_count("burst", burst)?;
+            let clock = TimeSource::from_arg(clock)?;
+            let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
+                Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
+                _ => unreachable!("a token-bucket limit"),
+            };
+            core.reset(clock.now());
+            Ok(PyTokenBucket { core, clock })
+        }
 
-    /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
-    #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
-    fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let n = cost_arg(n)?;
-        self.core.refund(self.clock.now(), n);
-        Ok(())
+        /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
+        #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
+        fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+            let n = cost_arg(n)?;
+            self.core.refund(self.clock.now(), n);
+            Ok(())
+        }
     }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "TokenBucket(rate={}, per={:?}, burst={}, remaining={}, clock={})",
-            c.rate(),
-            to_secs(c.per()),
-            c.burst(),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+);
 
 // ---- LeakyBucket --------------------------------------------------------------------------
 
@@ -206,60 +220,57 @@ pub(crate) struct PyLeakyBucket {
 
 shared_replay!(PyLeakyBucket);
 
-bucket_methods!(PyLeakyBucket, "Makes the bucket idle (no excess) now.", {
-    #[new]
-    #[pyo3(
+bucket_methods!(
+    PyLeakyBucket,
+    "LeakyBucket",
+    "Makes the bucket idle (no excess) now.",
+    |c| format!(
+        ", delay={}, nodelay={}",
+        c.delay(),
+        if c.nodelay() { "True" } else { "False" }
+    ),
+    {
+        #[new]
+        #[pyo3(
         signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
         text_signature = "(rate, per, burst, delay=0, nodelay=False, clock=None)"
     )]
-    fn new(
-        rate: &Bound<'_, PyAny>,
-        per: f64,
-        burst: &Bound<'_, PyAny>,
-        delay: Option<&Bound<'_, PyAny>>,
-        nodelay: bool,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let rate = errors::positive_count("rate", rate)?;
-        let per = to_positive_nanos("per", per)?;
-        let burst = errors::count("burst", burst)?;
-        let delay = match delay {
-            Some(d) => errors::count("delay", d)?,
-            None => 0,
-        };
-        let clock = TimeSource::from_arg(clock)?;
-        let core =
-            match Limit::leaky_bucket(rate, per, burst, delay, nodelay).map_err(errors::config)? {
+        fn new(
+            rate: &Bound<'_, PyAny>,
+            per: f64,
+            burst: &Bound<'_, PyAny>,
+            delay: Option<&Bound<'_, PyAny>>,
+            nodelay: bool,
+            clock: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let rate = errors::positive_count("rate", rate)?;
+            let per = to_positive_nanos("per", per)?;
+            let burst = errors::count("burst", burst)?;
+            let delay = match delay {
+                Some(d) => errors::count("delay", d)?,
+                None => 0,
+            };
+            let clock = TimeSource::from_arg(clock)?;
+            let core = match Limit::leaky_bucket(rate, per, burst, delay, nodelay)
+                .map_err(errors::config)?
+            {
                 Limit::LeakyBucket(c) => SharedLeakyBucket::from_config(c),
                 _ => unreachable!("a leaky-bucket limit"),
             };
-        core.reset(clock.now());
-        Ok(PyLeakyBucket { core, clock })
-    }
+            core.reset(clock.now());
+            Ok(PyLeakyBucket { core, clock })
+        }
 
-    #[getter]
-    fn delay(&self) -> u64 {
-        self.core.config().delay()
+        #[getter]
+        fn delay(&self) -> u64 {
+            self.core.config().delay()
+        }
+        #[getter]
+        fn nodelay(&self) -> bool {
+            self.core.config().nodelay()
+        }
     }
-    #[getter]
-    fn nodelay(&self) -> bool {
-        self.core.config().nodelay()
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "LeakyBucket(rate={}, per={:?}, burst={}, delay={}, nodelay={}, remaining={}, clock={})",
-            c.rate(),
-            to_secs(c.per()),
-            c.burst(),
-            c.delay(),
-            if c.nodelay() { "True" } else { "False" },
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+);
 
 // ---- FixedWindow / SlidingWindow ------------------------------------------------------------
 
@@ -292,7 +303,10 @@ macro_rules! window_class {
 
         shared_replay!($ty);
 
-        limiter_methods!($ty, |s| s.core, {
+        limiter_methods!($ty, |s| s.core, getters {
+            limit: u64 = s.core.config().limit(),
+            window: f64 = to_secs(s.core.config().window()),
+        }, {
             #[new]
             #[pyo3(signature = (limit, window, clock = None))]
             fn new(
@@ -304,15 +318,6 @@ macro_rules! window_class {
                 let clock = TimeSource::from_arg(clock)?;
                 let core = <$core>::new(limit, window).map_err(errors::config)?;
                 Ok($ty { core, clock })
-            }
-
-            #[getter]
-            fn limit(&self) -> u64 {
-                self.core.config().limit()
-            }
-            #[getter]
-            fn window(&self) -> f64 {
-                to_secs(self.core.config().window())
             }
 
             fn __repr__(&self) -> String {
@@ -447,52 +452,51 @@ impl PyLimiter for PySlidingLog {
     }
 }
 
-limiter_methods!(PySlidingLog, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
-        let clock = TimeSource::from_arg(clock)?;
-        // The one sliding-log limit check, then the smallest ring that holds it.
-        Limit::sliding_log(limit, window).map_err(errors::config)?;
-        let log = Log::new(limit, window).map_err(errors::config)?;
-        Ok(PySlidingLog {
-            core: LockedLog {
-                log: Mutex::new(log),
-                limit,
-                window,
-            },
-            clock,
-        })
-    }
+limiter_methods!(
+    PySlidingLog,
+    |s| s.core,
+    getters {
+        limit: u64 = s.core.limit,
+        window: f64 = to_secs(s.core.window),
+    },
+    {
+        #[new]
+        #[pyo3(signature = (limit, window, clock = None))]
+        fn new(
+            limit: &Bound<'_, PyAny>,
+            window: f64,
+            clock: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
+            let clock = TimeSource::from_arg(clock)?;
+            // The one sliding-log limit check, then the smallest ring that holds it.
+            Limit::sliding_log(limit, window).map_err(errors::config)?;
+            let log = Log::new(limit, window).map_err(errors::config)?;
+            Ok(PySlidingLog {
+                core: LockedLog {
+                    log: Mutex::new(log),
+                    limit,
+                    window,
+                },
+                clock,
+            })
+        }
 
-    /// Forgets every admission: the log becomes empty.
-    fn reset(&self) {
-        with_log!(&mut *self.core.lock(), |l| l.reset());
-    }
+        /// Forgets every admission: the log becomes empty.
+        fn reset(&self) {
+            with_log!(&mut *self.core.lock(), |l| l.reset());
+        }
 
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.limit
+        fn __repr__(&self) -> String {
+            let ring = self.core.lock().ring();
+            format!(
+                "SlidingLog(limit={}, window={:?}, remaining={}, ring={}, clock={})",
+                self.core.limit,
+                to_secs(self.core.window),
+                remaining_now(self.core.peek(self.clock.now(), 0)),
+                ring,
+                self.clock.describe()
+            )
+        }
     }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.window)
-    }
-
-    fn __repr__(&self) -> String {
-        let ring = self.core.lock().ring();
-        format!(
-            "SlidingLog(limit={}, window={:?}, remaining={}, ring={}, clock={})",
-            self.core.limit,
-            to_secs(self.core.window),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            ring,
-            self.clock.describe()
-        )
-    }
-});
+);
