@@ -46,14 +46,17 @@ fn remaining_now(r: Result<Decision, InsufficientCapacity>) -> u64 {
 }
 
 /// The methods every limiter class has (`try_acquire`, `peek`, `capacity`, `clock`), plus
-/// the class's read-only `getters` (`name: type = expression of $s`) and its own `extra`
-/// items, in one `#[pymethods]` block. `$core` is an expression of `self` with a
-/// `SharedRateLimiter`-like `acquire`/`peek`/`capacity`.
+/// the class's read-only `getters` (`name: type = expression of $s`), for a window-style
+/// class its constructor `(limit, window, clock=None)` (`window_args` with `$max`, `$name`,
+/// then `$build` of the checked values), and its own `extra` items, in one `#[pymethods]`
+/// block. `$core` is an expression of `self` with a `SharedRateLimiter`-like
+/// `acquire`/`peek`/`capacity`.
 macro_rules! limiter_methods {
     (
         $ty:ty,
         |$s:ident| $core:expr,
         getters { $($g:ident: $gt:ty = $gv:expr),* $(,)? },
+        $(window_new($max:expr, $name:expr, |$l:ident, $w:ident, $c:ident| $build:block),)?
         { $($extra:tt)* }
     ) => {
         #[pymethods]
@@ -98,6 +101,20 @@ macro_rules! limiter_methods {
                     $gv
                 }
             )*
+
+            $(
+                #[new]
+                #[pyo3(signature = (limit, window, clock = None))]
+                fn new(
+                    limit: &Bound<'_, PyAny>,
+                    window: f64,
+                    clock: Option<&Bound<'_, PyAny>>,
+                ) -> PyResult<Self> {
+                    let ($l, $w) = window_args(limit, window, $max, $name)?;
+                    let $c = TimeSource::from_arg(clock)?;
+                    $build
+                }
+            )?
 
             $($extra)*
         }
@@ -306,20 +323,10 @@ macro_rules! window_class {
         limiter_methods!($ty, |s| s.core, getters {
             limit: u64 = s.core.config().limit(),
             window: f64 = to_secs(s.core.config().window()),
-        }, {
-            #[new]
-            #[pyo3(signature = (limit, window, clock = None))]
-            fn new(
-                limit: &Bound<'_, PyAny>,
-                window: f64,
-                clock: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<Self> {
-                let (limit, window) = window_args(limit, window, $max, $name)?;
-                let clock = TimeSource::from_arg(clock)?;
-                let core = <$core>::new(limit, window).map_err(errors::config)?;
-                Ok($ty { core, clock })
-            }
-
+        }, window_new($max, $name, |limit, window, clock| {
+            let core = <$core>::new(limit, window).map_err(errors::config)?;
+            Ok($ty { core, clock })
+        }), {
             fn __repr__(&self) -> String {
                 let c = self.core.config();
                 format!(
@@ -459,29 +466,20 @@ limiter_methods!(
         limit: u64 = s.core.limit,
         window: f64 = to_secs(s.core.window),
     },
+    window_new(MAX_LOG_LIMIT, "SlidingLog", |limit, window, clock| {
+        // The one sliding-log limit check, then the smallest ring that holds it.
+        Limit::sliding_log(limit, window).map_err(errors::config)?;
+        let log = Log::new(limit, window).map_err(errors::config)?;
+        Ok(PySlidingLog {
+            core: LockedLog {
+                log: Mutex::new(log),
+                limit,
+                window,
+            },
+            clock,
+        })
+    }),
     {
-        #[new]
-        #[pyo3(signature = (limit, window, clock = None))]
-        fn new(
-            limit: &Bound<'_, PyAny>,
-            window: f64,
-            clock: Option<&Bound<'_, PyAny>>,
-        ) -> PyResult<Self> {
-            let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
-            let clock = TimeSource::from_arg(clock)?;
-            // The one sliding-log limit check, then the smallest ring that holds it.
-            Limit::sliding_log(limit, window).map_err(errors::config)?;
-            let log = Log::new(limit, window).map_err(errors::config)?;
-            Ok(PySlidingLog {
-                core: LockedLog {
-                    log: Mutex::new(log),
-                    limit,
-                    window,
-                },
-                clock,
-            })
-        }
-
         /// Forgets every admission: the log becomes empty.
         fn reset(&self) {
             with_log!(&mut *self.core.lock(), |l| l.reset());
