@@ -488,22 +488,30 @@ fn normalize(path: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// Fenced code blocks (``` or ~~~) are skipped; inline code spans are blanked.
-fn prose_markdown(text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
+/// The lines of markdown `text` outside fenced code blocks (``` or ~~~, fence lines
+/// included), with their 0-based index.
+fn outside_fences(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let mut fence: Option<&str> = None;
-    for (i, line) in text.lines().enumerate() {
+    text.lines().enumerate().filter(move |(_, line)| {
         let t = line.trim_start();
         if let Some(f) = fence {
             if t.starts_with(f) {
                 fence = None;
             }
-            continue;
+            return false;
         }
         if t.starts_with("```") || t.starts_with("~~~") {
             fence = Some(&t[..3]);
-            continue;
+            return false;
         }
+        true
+    })
+}
+
+/// Fenced code blocks (``` or ~~~) are skipped; inline code spans are blanked.
+fn prose_markdown(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in outside_fences(text) {
         // Blank out `code spans` (a backtick run closes on the same run length).
         let mut s = String::with_capacity(line.len());
         let mut rest = line;
@@ -580,19 +588,8 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
 /// as `-`, repeats numbered `-1`, `-2`, ….
 fn headings(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut fence: Option<&str> = None;
-    for line in text.lines() {
+    for (_, line) in outside_fences(text) {
         let t = line.trim_start();
-        if let Some(f) = fence {
-            if t.starts_with(f) {
-                fence = None;
-            }
-            continue;
-        }
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fence = Some(&t[..3]);
-            continue;
-        }
         let hashes = t.chars().take_while(|&c| c == '#').count();
         if hashes == 0 || hashes > 6 || !t[hashes..].starts_with(' ') {
             continue;
@@ -770,35 +767,43 @@ mod tests {
     }
 
     #[test]
-    fn paths_may_be_relative_to_an_enclosing_directory() {
-        let p = run(&with(&[
-            ("examples/gateway.toml", "\n"),
-            ("crates/a/examples/embed.rs", "\n"),
+    fn path_rules_by_example() {
+        let cases: [(&str, &[(&str, &str)], &[&str]); 3] = [
             (
-                "crates/a/src/b.rs",
-                "//! See `examples/embed.rs` and examples/gateway.toml, not examples/gone.rs.\n",
+                "paths may be relative to an enclosing directory",
+                &[
+                    ("examples/gateway.toml", "\n"),
+                    ("crates/a/examples/embed.rs", "\n"),
+                    (
+                        "crates/a/src/b.rs",
+                        "//! See `examples/embed.rs` and examples/gateway.toml, not examples/gone.rs.\n",
+                    ),
+                ],
+                &["crates/a/src/b.rs:1: names examples/gone.rs"],
             ),
-        ]));
-        expect(&p, &["crates/a/src/b.rs:1: names examples/gone.rs"]);
-    }
-
-    #[test]
-    fn bare_document_names_must_exist_somewhere() {
-        let p = run(&with(&[(
-            "crates/a/src/b.rs",
-            "//! As CONFIG.md and README.md say, not as PLANS.md does.\n",
-        )]));
-        expect(&p, &["crates/a/src/b.rs:1: names PLANS.md, but no tracked"]);
-    }
-
-    #[test]
-    fn paths_not_rooted_in_the_repository_are_ignored() {
-        let p = run(&with(&[(
-            "docs/C.md",
-            "# C\n/tmp/crates/x.rs, https://github.com/x/crates/y, target/criterion/x, \
-             ~/docs/z.md, src/lib.rs, crate::docs/x, weir-core/docs/x.md.\n",
-        )]));
-        assert_eq!(p, Vec::<String>::new());
+            (
+                "bare document names must exist somewhere",
+                &[(
+                    "crates/a/src/b.rs",
+                    "//! As CONFIG.md and README.md say, not as PLANS.md does.\n",
+                )],
+                &["crates/a/src/b.rs:1: names PLANS.md, but no tracked"],
+            ),
+            (
+                "paths not rooted in the repository are ignored",
+                &[(
+                    "docs/C.md",
+                    "# C\n/tmp/crates/x.rs, https://github.com/x/crates/y, target/criterion/x, \
+                     ~/docs/z.md, src/lib.rs, crate::docs/x, weir-core/docs/x.md.\n",
+                )],
+                &[],
+            ),
+        ];
+        for (what, files, want) in cases {
+            let p = run(&with(files));
+            assert_eq!(p.len(), want.len(), "{what}: {p:?}");
+            expect(&p, want);
+        }
     }
 
     #[test]

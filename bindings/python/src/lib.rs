@@ -16,21 +16,31 @@ mod time;
 
 use pyo3::prelude::*;
 
+/// `m.add_class::<T>()?` for each listed class.
+macro_rules! add_classes {
+    ($m:ident, $($class:ty),+ $(,)?) => {
+        $($m.add_class::<$class>()?;)+
+    };
+}
+
 #[pymodule]
 fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<time::PyManualClock>()?;
-    m.add_class::<decision::PyDecision>()?;
-    m.add_class::<limiters::PyTokenBucket>()?;
-    m.add_class::<limiters::PyLeakyBucket>()?;
-    m.add_class::<limiters::PyFixedWindow>()?;
-    m.add_class::<limiters::PySlidingWindow>()?;
-    m.add_class::<limiters::PySlidingLog>()?;
-    m.add_class::<resilience::PySemaphore>()?;
-    m.add_class::<resilience::PyPermit>()?;
-    m.add_class::<resilience::PyDeadline>()?;
-    m.add_class::<resilience::PyRetryBudget>()?;
-    m.add_class::<resilience::PyBackoff>()?;
-    m.add_class::<resilience::PyCircuitBreaker>()?;
+    add_classes!(
+        m,
+        time::PyManualClock,
+        decision::PyDecision,
+        limiters::PyTokenBucket,
+        limiters::PyLeakyBucket,
+        limiters::PyFixedWindow,
+        limiters::PySlidingWindow,
+        limiters::PySlidingLog,
+        resilience::PySemaphore,
+        resilience::PyPermit,
+        resilience::PyDeadline,
+        resilience::PyRetryBudget,
+        resilience::PyBackoff,
+        resilience::PyCircuitBreaker,
+    );
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;
     #[cfg(feature = "bench-hooks")]

@@ -46,10 +46,19 @@ fn remaining_now(r: Result<Decision, InsufficientCapacity>) -> u64 {
 }
 
 /// The methods every limiter class has (`try_acquire`, `peek`, `capacity`, `clock`), plus
-/// the class's own `extra` items, in one `#[pymethods]` block. `$core` is an expression of
-/// `self` with a `SharedRateLimiter`-like `acquire`/`peek`/`capacity`.
+/// the class's read-only `getters` (`name: type = expression of $s`), for a window-style
+/// class its constructor `(limit, window, clock=None)` (`window_args` with `$max`, `$name`,
+/// then `$build` of the checked values), and its own `extra` items, in one `#[pymethods]`
+/// block. `$core` is an expression of `self` with a `SharedRateLimiter`-like
+/// `acquire`/`peek`/`capacity`.
 macro_rules! limiter_methods {
-    ($ty:ty, |$s:ident| $core:expr, { $($extra:tt)* }) => {
+    (
+        $ty:ty,
+        |$s:ident| $core:expr,
+        getters { $($g:ident: $gt:ty = $gv:expr),* $(,)? },
+        $(window_new($max:expr, $name:expr, |$l:ident, $w:ident, $c:ident| $build:block),)?
+        { $($extra:tt)* }
+    ) => {
         #[pymethods]
         impl $ty {
             /// Takes `cost` (default 1) now if it fits; returns a `Decision`.
@@ -85,6 +94,28 @@ macro_rules! limiter_methods {
                 self.clock.py_object(py)
             }
 
+            $(
+                #[getter]
+                fn $g(&self) -> $gt {
+                    let $s = self;
+                    $gv
+                }
+            )*
+
+            $(
+                #[new]
+                #[pyo3(signature = (limit, window, clock = None))]
+                fn new(
+                    limit: &Bound<'_, PyAny>,
+                    window: f64,
+                    clock: Option<&Bound<'_, PyAny>>,
+                ) -> PyResult<Self> {
+                    let ($l, $w) = window_args(limit, window, $max, $name)?;
+                    let $c = TimeSource::from_arg(clock)?;
+                    $build
+                }
+            )?
+
             $($extra)*
         }
     };
@@ -109,27 +140,33 @@ macro_rules! shared_replay {
     };
 }
 
-/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`)
-/// and the `rate`, `per`, `burst` getters.
+/// `limiter_methods!` plus what both buckets have: `reset()` (documented by `$reset_doc`),
+/// the `rate`, `per`, `burst` getters and `__repr__` (`$name(rate=.., per=.., burst=..`,
+/// then the text `$more` of the config `$c`, then `remaining` and `clock`).
 macro_rules! bucket_methods {
-    ($ty:ty, $reset_doc:literal, { $($extra:tt)* }) => {
-        limiter_methods!($ty, |s| s.core, {
+    ($ty:ty, $name:literal, $reset_doc:literal, |$c:ident| $more:expr, { $($extra:tt)* }) => {
+        limiter_methods!($ty, |s| s.core, getters {
+            rate: u64 = s.core.config().rate(),
+            per: f64 = to_secs(s.core.config().per()),
+            burst: u64 = s.core.config().burst(),
+        }, {
             #[doc = $reset_doc]
             fn reset(&self) {
                 self.core.reset(self.clock.now());
             }
 
-            #[getter]
-            fn rate(&self) -> u64 {
-                self.core.config().rate()
-            }
-            #[getter]
-            fn per(&self) -> f64 {
-                to_secs(self.core.config().per())
-            }
-            #[getter]
-            fn burst(&self) -> u64 {
-                self.core.config().burst()
+            fn __repr__(&self) -> String {
+                let $c = self.core.config();
+                format!(
+                    "{}(rate={}, per={:?}, burst={}{}, remaining={}, clock={})",
+                    $name,
+                    $c.rate(),
+                    to_secs($c.per()),
+                    $c.burst(),
+                    $more,
+                    remaining_now(self.core.peek(self.clock.now(), 0)),
+                    self.clock.describe()
+                )
             }
 
             $($extra)*
@@ -150,47 +187,41 @@ pub(crate) struct PyTokenBucket {
 // One CAS per batch of events instead of one per admission (see `Fill::batch`).
 shared_replay!(PyTokenBucket);
 
-bucket_methods!(PyTokenBucket, "Makes the bucket full now.", {
-    #[new]
-    #[pyo3(signature = (rate, per, burst, clock = None))]
-    fn new(
-        rate: &Bound<'_, PyAny>,
-        per: f64,
-        burst: &Bound<'_, PyAny>,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let rate = errors::positive_count("rate", rate)?;
-        let per = to_positive_nanos("per", per)?;
-        let burst = errors::positive_count("burst", burst)?;
-        let clock = TimeSource::from_arg(clock)?;
-        let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
-            Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
-            _ => unreachable!("a token-bucket limit"),
-        };
-        core.reset(clock.now());
-        Ok(PyTokenBucket { core, clock })
-    }
+bucket_methods!(
+    PyTokenBucket,
+    "TokenBucket",
+    "Makes the bucket full now.",
+    |_c| "",
+    {
+        #[new]
+        #[pyo3(signature = (rate, per, burst, clock = None))]
+        fn new(
+            rate: &Bound<'_, PyAny>,
+            per: f64,
+            burst: &Bound<'_, PyAny>,
+            clock: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let rate = errors::positive_count("rate", rate)?;
+            let per = to_positive_nanos("per", per)?;
+            let burst = errors::positive_count("burst", burst)?;
+            let clock = TimeSource::from_arg(clock)?;
+            let core = match Limit::token_bucket(rate, per, burst).map_err(errors::config)? {
+                Limit::TokenBucket(c) => SharedTokenBucket::from_config(c),
+                _ => unreachable!("a token-bucket limit"),
+            };
+            core.reset(clock.now());
+            Ok(PyTokenBucket { core, clock })
+        }
 
-    /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
-    #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
-    fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let n = cost_arg(n)?;
-        self.core.refund(self.clock.now(), n);
-        Ok(())
+        /// Gives back up to `n` tokens (e.g. for a request that was never sent), never beyond full.
+        #[pyo3(signature = (n = None), text_signature = "($self, n=1)")]
+        fn refund(&self, n: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+            let n = cost_arg(n)?;
+            self.core.refund(self.clock.now(), n);
+            Ok(())
+        }
     }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "TokenBucket(rate={}, per={:?}, burst={}, remaining={}, clock={})",
-            c.rate(),
-            to_secs(c.per()),
-            c.burst(),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+);
 
 // ---- LeakyBucket --------------------------------------------------------------------------
 
@@ -206,60 +237,57 @@ pub(crate) struct PyLeakyBucket {
 
 shared_replay!(PyLeakyBucket);
 
-bucket_methods!(PyLeakyBucket, "Makes the bucket idle (no excess) now.", {
-    #[new]
-    #[pyo3(
+bucket_methods!(
+    PyLeakyBucket,
+    "LeakyBucket",
+    "Makes the bucket idle (no excess) now.",
+    |c| format!(
+        ", delay={}, nodelay={}",
+        c.delay(),
+        if c.nodelay() { "True" } else { "False" }
+    ),
+    {
+        #[new]
+        #[pyo3(
         signature = (rate, per, burst, delay = None, nodelay = false, clock = None),
         text_signature = "(rate, per, burst, delay=0, nodelay=False, clock=None)"
     )]
-    fn new(
-        rate: &Bound<'_, PyAny>,
-        per: f64,
-        burst: &Bound<'_, PyAny>,
-        delay: Option<&Bound<'_, PyAny>>,
-        nodelay: bool,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let rate = errors::positive_count("rate", rate)?;
-        let per = to_positive_nanos("per", per)?;
-        let burst = errors::count("burst", burst)?;
-        let delay = match delay {
-            Some(d) => errors::count("delay", d)?,
-            None => 0,
-        };
-        let clock = TimeSource::from_arg(clock)?;
-        let core =
-            match Limit::leaky_bucket(rate, per, burst, delay, nodelay).map_err(errors::config)? {
+        fn new(
+            rate: &Bound<'_, PyAny>,
+            per: f64,
+            burst: &Bound<'_, PyAny>,
+            delay: Option<&Bound<'_, PyAny>>,
+            nodelay: bool,
+            clock: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let rate = errors::positive_count("rate", rate)?;
+            let per = to_positive_nanos("per", per)?;
+            let burst = errors::count("burst", burst)?;
+            let delay = match delay {
+                Some(d) => errors::count("delay", d)?,
+                None => 0,
+            };
+            let clock = TimeSource::from_arg(clock)?;
+            let core = match Limit::leaky_bucket(rate, per, burst, delay, nodelay)
+                .map_err(errors::config)?
+            {
                 Limit::LeakyBucket(c) => SharedLeakyBucket::from_config(c),
                 _ => unreachable!("a leaky-bucket limit"),
             };
-        core.reset(clock.now());
-        Ok(PyLeakyBucket { core, clock })
-    }
+            core.reset(clock.now());
+            Ok(PyLeakyBucket { core, clock })
+        }
 
-    #[getter]
-    fn delay(&self) -> u64 {
-        self.core.config().delay()
+        #[getter]
+        fn delay(&self) -> u64 {
+            self.core.config().delay()
+        }
+        #[getter]
+        fn nodelay(&self) -> bool {
+            self.core.config().nodelay()
+        }
     }
-    #[getter]
-    fn nodelay(&self) -> bool {
-        self.core.config().nodelay()
-    }
-
-    fn __repr__(&self) -> String {
-        let c = self.core.config();
-        format!(
-            "LeakyBucket(rate={}, per={:?}, burst={}, delay={}, nodelay={}, remaining={}, clock={})",
-            c.rate(),
-            to_secs(c.per()),
-            c.burst(),
-            c.delay(),
-            if c.nodelay() { "True" } else { "False" },
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            self.clock.describe()
-        )
-    }
-});
+);
 
 // ---- FixedWindow / SlidingWindow ------------------------------------------------------------
 
@@ -292,29 +320,13 @@ macro_rules! window_class {
 
         shared_replay!($ty);
 
-        limiter_methods!($ty, |s| s.core, {
-            #[new]
-            #[pyo3(signature = (limit, window, clock = None))]
-            fn new(
-                limit: &Bound<'_, PyAny>,
-                window: f64,
-                clock: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<Self> {
-                let (limit, window) = window_args(limit, window, $max, $name)?;
-                let clock = TimeSource::from_arg(clock)?;
-                let core = <$core>::new(limit, window).map_err(errors::config)?;
-                Ok($ty { core, clock })
-            }
-
-            #[getter]
-            fn limit(&self) -> u64 {
-                self.core.config().limit()
-            }
-            #[getter]
-            fn window(&self) -> f64 {
-                to_secs(self.core.config().window())
-            }
-
+        limiter_methods!($ty, |s| s.core, getters {
+            limit: u64 = s.core.config().limit(),
+            window: f64 = to_secs(s.core.config().window()),
+        }, window_new($max, $name, |limit, window, clock| {
+            let core = <$core>::new(limit, window).map_err(errors::config)?;
+            Ok($ty { core, clock })
+        }), {
             fn __repr__(&self) -> String {
                 let c = self.core.config();
                 format!(
@@ -447,16 +459,14 @@ impl PyLimiter for PySlidingLog {
     }
 }
 
-limiter_methods!(PySlidingLog, |s| s.core, {
-    #[new]
-    #[pyo3(signature = (limit, window, clock = None))]
-    fn new(
-        limit: &Bound<'_, PyAny>,
-        window: f64,
-        clock: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let (limit, window) = window_args(limit, window, MAX_LOG_LIMIT, "SlidingLog")?;
-        let clock = TimeSource::from_arg(clock)?;
+limiter_methods!(
+    PySlidingLog,
+    |s| s.core,
+    getters {
+        limit: u64 = s.core.limit,
+        window: f64 = to_secs(s.core.window),
+    },
+    window_new(MAX_LOG_LIMIT, "SlidingLog", |limit, window, clock| {
         // The one sliding-log limit check, then the smallest ring that holds it.
         Limit::sliding_log(limit, window).map_err(errors::config)?;
         let log = Log::new(limit, window).map_err(errors::config)?;
@@ -468,31 +478,23 @@ limiter_methods!(PySlidingLog, |s| s.core, {
             },
             clock,
         })
-    }
+    }),
+    {
+        /// Forgets every admission: the log becomes empty.
+        fn reset(&self) {
+            with_log!(&mut *self.core.lock(), |l| l.reset());
+        }
 
-    /// Forgets every admission: the log becomes empty.
-    fn reset(&self) {
-        with_log!(&mut *self.core.lock(), |l| l.reset());
+        fn __repr__(&self) -> String {
+            let ring = self.core.lock().ring();
+            format!(
+                "SlidingLog(limit={}, window={:?}, remaining={}, ring={}, clock={})",
+                self.core.limit,
+                to_secs(self.core.window),
+                remaining_now(self.core.peek(self.clock.now(), 0)),
+                ring,
+                self.clock.describe()
+            )
+        }
     }
-
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.core.limit
-    }
-    #[getter]
-    fn window(&self) -> f64 {
-        to_secs(self.core.window)
-    }
-
-    fn __repr__(&self) -> String {
-        let ring = self.core.lock().ring();
-        format!(
-            "SlidingLog(limit={}, window={:?}, remaining={}, ring={}, clock={})",
-            self.core.limit,
-            to_secs(self.core.window),
-            remaining_now(self.core.peek(self.clock.now(), 0)),
-            ring,
-            self.clock.describe()
-        )
-    }
-});
+);

@@ -98,28 +98,26 @@ pub(crate) trait Batched {
         W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>);
 }
 
-impl<B: BatchAcquire> Batched for &B {
-    const DELAYS: bool = B::DELAYS;
-    #[inline(always)]
-    fn batch<E, W>(self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        self.acquire_batch(len, event, write);
-    }
+/// `Batched` for a limiter reference whose `acquire_batch` has that signature.
+macro_rules! batched_by_acquire_batch {
+    ($([$($g:tt)*] $ty:ty => $delays:expr;)+) => {$(
+        impl<$($g)*> Batched for $ty {
+            const DELAYS: bool = $delays;
+            #[inline(always)]
+            fn batch<E, W>(self, len: usize, event: E, write: W)
+            where
+                E: FnMut(usize) -> (Nanos, u64),
+                W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
+            {
+                self.acquire_batch(len, event, write);
+            }
+        }
+    )+};
 }
 
-impl<const N: usize> Batched for &mut SlidingLog<N> {
-    const DELAYS: bool = false;
-    #[inline(always)]
-    fn batch<E, W>(self, len: usize, event: E, write: W)
-    where
-        E: FnMut(usize) -> (Nanos, u64),
-        W: FnMut(usize, Result<BatchDecision, InsufficientCapacity>),
-    {
-        self.acquire_batch(len, event, write);
-    }
+batched_by_acquire_batch! {
+    [B: BatchAcquire] &B => B::DELAYS;
+    [const N: usize] &mut SlidingLog<N> => false;
 }
 
 impl Fill<'_> {
@@ -436,27 +434,29 @@ fn replay_on<'py, P: PyLimiter>(
     // The chunk's times in nanoseconds (see `Fill::batch`).
     let mut ns = vec![0u64; CHUNK.min(n)];
     let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
-    let mut tally = |(ad, de, la): (u64, u64, Nanos)| {
+    // Decides events `a..b` into the three column slices and adds up the tallies.
+    let mut decide = |span: (usize, usize),
+                      rem: &mut [u8],
+                      wait: &mut [u8],
+                      allowed: &mut [u8]|
+     -> PyResult<()> {
+        let (ad, de, la) = run_chunk(py, lim, times, costs, span, &mut ns, rem, wait, allowed)?;
         admitted += ad;
         delayed += de;
         last = la;
+        Ok(())
     };
     let columns = match out {
         None => PyBytes::new_with(py, size, |out| {
             let (rem, rest) = out.split_at_mut(8 * n);
             let (wait, allowed) = rest.split_at_mut(8 * n);
             for (a, b) in chunks(n) {
-                tally(run_chunk(
-                    py,
-                    lim,
-                    times,
-                    costs,
+                decide(
                     (a, b),
-                    &mut ns,
                     &mut rem[8 * a..8 * b],
                     &mut wait[8 * a..8 * b],
                     &mut allowed[a..b],
-                )?);
+                )?;
             }
             Ok(())
         })?
@@ -471,17 +471,7 @@ fn replay_on<'py, P: PyLimiter>(
                 let (rem, rest) = scratch.split_at_mut(8 * k);
                 let (wait, rest) = rest.split_at_mut(8 * k);
                 let allowed = &mut rest[..k];
-                tally(run_chunk(
-                    py,
-                    lim,
-                    times,
-                    costs,
-                    (a, b),
-                    &mut ns,
-                    rem,
-                    wait,
-                    allowed,
-                )?);
+                decide((a, b), rem, wait, allowed)?;
                 for (at, part) in [
                     (8 * a, &scratch[..8 * k]),
                     (8 * n + 8 * a, &scratch[8 * k..16 * k]),

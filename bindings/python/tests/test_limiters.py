@@ -315,6 +315,7 @@ def test_rewind_never_grants_capacity(make):
 @pytest.mark.parametrize(
     "make, cap",
     [
+        (lambda c: weir.TokenBucket(1, 1.0, 10_000, clock=c), 10_000),
         (lambda c: weir.LeakyBucket(1, 1.0, 9_999, nodelay=True, clock=c), 10_000),
         (lambda c: weir.FixedWindow(10_000, 1.0, clock=c), 10_000),
         (lambda c: weir.SlidingWindow(10_000, 1.0, clock=c), 10_000),

@@ -1,5 +1,4 @@
 import math
-import threading
 
 import pytest
 from hypothesis import given
@@ -136,19 +135,3 @@ def test_extreme_values():
     assert not d and d.retry_after == 1e9
     c.set(math.inf)  # the far end of time: the bucket refills, nothing overflows
     assert isinstance(tb.try_acquire().allowed, bool)
-
-
-def test_threads_share_one_bucket():
-    c = weir.ManualClock()
-    tb = weir.TokenBucket(1, 1.0, 10_000, clock=c)
-    got = []
-
-    def worker():
-        got.append(sum(1 for _ in range(5000) if tb.try_acquire()))
-
-    ts = [threading.Thread(target=worker) for _ in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert sum(got) == 10_000

@@ -443,25 +443,14 @@ pub fn parse_request_into(
             "request line too long",
         ));
     }
-    let raw = &window[..len];
-    check_line_endings(raw).map_err(HttpError::bad_request)?;
-    let version = if minor == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    let d = derive(req.headers).map_err(HttpError::bad_request)?;
-
-    let framing = match (d.te, d.content_length) {
-        (Te::Chunked, _) if version == Version::Http10 => {
-            return Err(HttpError::bad_request(
-                "transfer-encoding in an HTTP/1.0 request",
-            ));
-        }
-        (Te::Chunked, _) => BodyFraming::Chunked,
-        (Te::Absent, Some(n)) => BodyFraming::ContentLength(n),
-        (Te::Absent, None) => BodyFraming::None,
-    };
+    let bad = HttpError::bad_request;
+    let (raw, version, d) = checked_head(&window[..len], minor, req.headers, bad)?;
+    let framing = d.framing(
+        version,
+        BodyFraming::None,
+        bad,
+        "transfer-encoding in an HTTP/1.0 request",
+    )?;
     if d.host.is_none() && version == Version::Http11 && limits.require_host {
         return Err(HttpError::bad_request("missing host"));
     }
@@ -471,10 +460,7 @@ pub fn parse_request_into(
     head.target = Span::of(raw, target.as_bytes());
     head.version = version;
     head.framing = framing;
-    head.keep_alive = match version {
-        Version::Http11 => !d.conn_close,
-        Version::Http10 => d.conn_keep_alive && !d.conn_close,
-    };
+    head.keep_alive = d.keep_alive(version);
     head.expect_continue = d.expect_continue;
     head.host = d.host.map(|h| Span::of(raw, h));
     Ok(Some(len))
@@ -531,48 +517,42 @@ pub fn parse_response_into(
     if !(100..=599).contains(&status) {
         return Err(HttpError::bad_response("status code out of range"));
     }
-    let raw = &window[..len];
-    check_line_endings(raw).map_err(HttpError::bad_response)?;
-    let version = if minor == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    let d = derive(resp.headers).map_err(HttpError::bad_response)?;
+    let bad = HttpError::bad_response;
+    let (raw, version, d) = checked_head(&window[..len], minor, resp.headers, bad)?;
     let bodyless =
         request_was_head || (100..200).contains(&status) || status == 204 || status == 304;
-    let framing = match (d.te, d.content_length) {
-        _ if bodyless => BodyFraming::None,
-        (Te::Chunked, _) if version == Version::Http10 => {
-            return Err(HttpError::bad_response(
-                "transfer-encoding in an HTTP/1.0 response",
-            ));
-        }
-        (Te::Chunked, _) => BodyFraming::Chunked,
-        (Te::Absent, Some(n)) => BodyFraming::ContentLength(n),
-        (Te::Absent, None) => BodyFraming::UntilClose,
+    let framing = if bodyless {
+        BodyFraming::None
+    } else {
+        d.framing(
+            version,
+            BodyFraming::UntilClose,
+            bad,
+            "transfer-encoding in an HTTP/1.0 response",
+        )?
     };
     head.headers.fill(raw, resp.headers);
     head.status = status;
     head.reason = Span::of(raw, reason.as_bytes());
     head.version = version;
     head.framing = framing;
-    head.keep_alive = framing != BodyFraming::UntilClose
-        && match version {
-            Version::Http11 => !d.conn_close,
-            Version::Http10 => d.conn_keep_alive && !d.conn_close,
-        };
+    head.keep_alive = framing != BodyFraming::UntilClose && d.keep_alive(version);
     Ok(Some(len))
+}
+
+/// `buf` from its first byte that is not CR or LF (a request may start with empty lines).
+fn after_empty_lines(buf: &[u8]) -> &[u8] {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    &buf[start..]
 }
 
 /// Length of the request line (after optional leading empty lines, without CR/LF) or of the
 /// bytes of it received so far.
 fn request_line_len(buf: &[u8]) -> usize {
-    let start = buf
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
-    let line = &buf[start..];
+    let line = after_empty_lines(buf);
     match line.iter().position(|&b| b == b'\n') {
         Some(i) => i.saturating_sub(usize::from(i > 0 && line[i - 1] == b'\r')),
         None => line.len() - usize::from(line.last() == Some(&b'\r')),
@@ -629,11 +609,7 @@ fn map_request_error(e: httparse::Error, buf: &[u8], limits: &Limits) -> HttpErr
 /// Whether the request line's third element is a syntactically valid `HTTP/DIGIT[.DIGIT]`
 /// (then an unsupported version is 505, anything else 400).
 fn looks_like_http_version(buf: &[u8]) -> bool {
-    let start = buf
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
-    let line = &buf[start..];
+    let line = after_empty_lines(buf);
     let line = &line[..line
         .iter()
         .position(|&b| b == b'\r' || b == b'\n')
@@ -668,6 +644,53 @@ struct Derived<'b> {
     conn_keep_alive: bool,
     expect_continue: bool,
     host: Option<&'b [u8]>,
+}
+
+/// What both head parsers check once httparse has read a head `raw` of HTTP/1.`minor`:
+/// its line endings and its headers, errors built by `bad` (request or response).
+#[inline(always)]
+fn checked_head<'b>(
+    raw: &'b [u8],
+    minor: u8,
+    headers: &[httparse::Header<'b>],
+    bad: fn(&'static str) -> HttpError,
+) -> Result<(&'b [u8], Version, Derived<'b>), HttpError> {
+    check_line_endings(raw).map_err(bad)?;
+    let version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    Ok((raw, version, derive(headers).map_err(bad)?))
+}
+
+impl Derived<'_> {
+    /// The body framing the headers give: `absent` without framing headers; chunked
+    /// framing in HTTP/1.0 is the error `bad(http10_chunked)`.
+    #[inline(always)]
+    fn framing(
+        &self,
+        version: Version,
+        absent: BodyFraming,
+        bad: fn(&'static str) -> HttpError,
+        http10_chunked: &'static str,
+    ) -> Result<BodyFraming, HttpError> {
+        Ok(match (self.te, self.content_length) {
+            (Te::Chunked, _) if version == Version::Http10 => return Err(bad(http10_chunked)),
+            (Te::Chunked, _) => BodyFraming::Chunked,
+            (Te::Absent, Some(n)) => BodyFraming::ContentLength(n),
+            (Te::Absent, None) => absent,
+        })
+    }
+
+    /// Whether the connection stays open after this message, by its version's default.
+    #[inline(always)]
+    fn keep_alive(&self, version: Version) -> bool {
+        match version {
+            Version::Http11 => !self.conn_close,
+            Version::Http10 => self.conn_keep_alive && !self.conn_close,
+        }
+    }
 }
 
 /// One pass over the headers: framing, connection options, expectations, host.

@@ -111,6 +111,19 @@ impl Ctx<'_> {
             message: message.into(),
         }
     }
+
+    /// The error at `{k}.{first}` when `first_set`, else at `{k}.{second}`: for two keys
+    /// of section `k` that must go together or must not both be given.
+    pub(crate) fn err_at_either(
+        &self,
+        k: &str,
+        (first, first_set): (&str, bool),
+        second: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let name = if first_set { first } else { second };
+        self.err(format!("{k}.{name}"), message)
+    }
 }
 
 pub(crate) type R<T> = Result<T, ConfigError>;
@@ -159,6 +172,11 @@ pub(crate) fn at_least_1(ctx: &Ctx<'_>, key: &str, v: u64) -> R<u64> {
     } else {
         Ok(v)
     }
+}
+
+/// [`nonzero_dur`] of the value given, else `default`.
+pub(crate) fn nonzero_dur_or(ctx: &Ctx<'_>, key: &str, d: Option<Dur>, default: Dur) -> R<Dur> {
+    nonzero_dur(ctx, key, d.unwrap_or(default))
 }
 
 pub(crate) fn nonzero_dur(ctx: &Ctx<'_>, key: &str, d: Dur) -> R<Dur> {

@@ -31,6 +31,14 @@ fn err_starts(extra: &str, prefix: &str) -> String {
     e
 }
 
+/// `BASE` with `from` replaced by `to` fails with an error starting with `prefix`.
+fn edited_err_starts((from, to): (&str, &str), prefix: &str) {
+    let e = parse(&BASE.replace(from, to), "gateway.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(prefix), "{e}");
+}
+
 #[test]
 fn example_config_parses() {
     let text = include_str!("../../../examples/gateway.toml");
@@ -132,11 +140,9 @@ fn max_attempts_zero() {
 
 #[test]
 fn unknown_upstream() {
-    let text = BASE.replace("upstream = \"blue\"", "upstream = \"red\"");
-    let e = parse(&text, "gateway.toml").unwrap_err().to_string();
-    assert!(
-        e.starts_with("gateway.toml:11: routes[0].upstream: unknown upstream \"red\""),
-        "{e}"
+    edited_err_starts(
+        ("upstream = \"blue\"", "upstream = \"red\""),
+        "gateway.toml:11: routes[0].upstream: unknown upstream \"red\"",
     );
 }
 
@@ -166,11 +172,9 @@ fn bad_jitter() {
 
 #[test]
 fn bad_listen_address() {
-    let text = BASE.replace("127.0.0.1:8080", "localhost");
-    let e = parse(&text, "gateway.toml").unwrap_err().to_string();
-    assert!(
-        e.starts_with("gateway.toml:2: server.listen: invalid address"),
-        "{e}"
+    edited_err_starts(
+        ("127.0.0.1:8080", "localhost"),
+        "gateway.toml:2: server.listen: invalid address",
     );
 }
 
@@ -230,36 +234,35 @@ fn breaker_needs_a_trip_condition() {
 #[test]
 fn core_parameter_limits_name_the_key() {
     // weir-core's constructors are checked at load time and reported like any other error.
-    let e = err("[routes.breaker]\nfailure_rate = 0.5\nwindow = 30\nmin_calls = 10\n");
-    assert!(
-        e.contains("routes[0].breaker.window: out of range (at most 29)"),
-        "{e}"
-    );
-    let e = err(
-        "[routes.breaker]\nconsecutive_failures = 3\nhalf_open = { probes = 300, successes = 1 }\n",
-    );
-    assert!(
-        e.contains("routes[0].breaker.half_open.probes: out of range (at most 255)"),
-        "{e}"
-    );
-    let e = err("[routes.breaker]\nconsecutive_failures = 70000\n");
-    assert!(
-        e.contains("routes[0].breaker.consecutive_failures: out of range"),
-        "{e}"
-    );
-    let e = err("[routes.retry]\nbudget = { ratio = 0.2, ttl = \"500ms\" }\n");
-    assert!(
-        e.contains("routes[0].retry.budget.ttl: must be at least 1s"),
-        "{e}"
-    );
-    let e = err(
-        "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 4611686018427387904\n",
-    );
-    assert!(e.contains("routes[0].rate_limit.burst:"), "{e}");
-    let e = err(
-        "[routes.rate_limit]\nalgorithm = \"sliding_window\"\nlimit = 100000000\nwindow = \"1s\"\n",
-    );
-    assert!(e.contains("routes[0].rate_limit.limit:"), "{e}");
+    for (extra, needle) in [
+        (
+            "[routes.breaker]\nfailure_rate = 0.5\nwindow = 30\nmin_calls = 10\n",
+            "routes[0].breaker.window: out of range (at most 29)",
+        ),
+        (
+            "[routes.breaker]\nconsecutive_failures = 3\nhalf_open = { probes = 300, successes = 1 }\n",
+            "routes[0].breaker.half_open.probes: out of range (at most 255)",
+        ),
+        (
+            "[routes.breaker]\nconsecutive_failures = 70000\n",
+            "routes[0].breaker.consecutive_failures: out of range",
+        ),
+        (
+            "[routes.retry]\nbudget = { ratio = 0.2, ttl = \"500ms\" }\n",
+            "routes[0].retry.budget.ttl: must be at least 1s",
+        ),
+        (
+            "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nper = \"1h\"\nburst = 4611686018427387904\n",
+            "routes[0].rate_limit.burst:",
+        ),
+        (
+            "[routes.rate_limit]\nalgorithm = \"sliding_window\"\nlimit = 100000000\nwindow = \"1s\"\n",
+            "routes[0].rate_limit.limit:",
+        ),
+    ] {
+        let e = err(extra);
+        assert!(e.contains(needle), "{e}");
+    }
 }
 
 #[test]

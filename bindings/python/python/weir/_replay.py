@@ -44,29 +44,35 @@ def _native(obj: Any, name: str, formats: Any) -> tuple[Optional[memoryview], An
     return None, m.tolist()
 
 
-def _times_column(times: Any) -> memoryview:
-    m, times = _native(times, "times", _NATIVE_F64)
+def _column(
+    obj: Any, name: str, formats: Any, typecode: str, what: str, overflow: Any = None
+) -> memoryview:
+    """`obj` as a 1-D memoryview of `typecode` items: as is when native, else converted.
+    `overflow(values)` builds the error for a value out of range (none: re-raised)."""
+    m, values = _native(obj, name, formats)
     if m is not None:
         return m
     try:
-        return memoryview(array("d", times))
+        return memoryview(array(typecode, values))
+    except OverflowError:
+        if overflow is None:
+            raise
+        raise overflow(values) from None
     except TypeError as e:
-        raise TypeError(f"times must be a sequence or buffer of float seconds: {e}") from None
+        raise TypeError(f"{name} must be a sequence or buffer of {what}: {e}") from None
+
+
+def _times_column(times: Any) -> memoryview:
+    return _column(times, "times", _NATIVE_F64, "d", "float seconds")
+
+
+def _cost_overflow(costs: Any) -> ValueError:
+    bad = next((c for c in costs if not 0 <= c < 2**64), None)
+    return ValueError(f"costs must be integers in 0..=2**64-1, got {bad!r}")
 
 
 def _costs_column(costs: Any) -> memoryview:
-    m, costs = _native(costs, "costs", _NATIVE_U64)
-    if m is not None:
-        return m
-    try:
-        return memoryview(array("Q", costs))
-    except OverflowError:
-        bad = next((c for c in costs if not 0 <= c < 2**64), None)
-        raise ValueError(
-            f"costs must be integers in 0..=2**64-1, got {bad!r}"
-        ) from None
-    except TypeError as e:
-        raise TypeError(f"costs must be a sequence or buffer of ints: {e}") from None
+    return _column(costs, "costs", _NATIVE_U64, "Q", "ints", _cost_overflow)
 
 
 class ReplayResult:

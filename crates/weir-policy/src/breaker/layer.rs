@@ -2,7 +2,7 @@
 //! mapping to the core's breaker parameters.
 
 use crate::attempt::ResultSet;
-use crate::check::{Ctx, R, at_least_1, core_err, fraction, nonzero_dur};
+use crate::check::{Ctx, R, at_least_1, core_err, fraction, nonzero_dur_or};
 use crate::dur::Dur;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -173,13 +173,10 @@ fn compile_policy(k: &str, b: RawBreaker, ctx: &Ctx<'_>) -> R<BreakerPolicy> {
         .map(|v| fraction(ctx, &format!("{k}.slow_call_rate"), v, false))
         .transpose()?;
     if slow_call_rate.is_some() != b.slow_call.is_some() {
-        let key = if b.slow_call.is_some() {
-            "slow_call_rate"
-        } else {
-            "slow_call"
-        };
-        return Err(ctx.err(
-            format!("{k}.{key}"),
+        return Err(ctx.err_at_either(
+            k,
+            ("slow_call_rate", b.slow_call.is_some()),
+            "slow_call",
             "slow_call and slow_call_rate go together",
         ));
     }
@@ -198,10 +195,11 @@ fn compile_policy(k: &str, b: RawBreaker, ctx: &Ctx<'_>) -> R<BreakerPolicy> {
         ));
     }
     let c = b.cooldown.unwrap_or_default();
-    let cooldown_base = nonzero_dur(
+    let cooldown_base = nonzero_dur_or(
         ctx,
         &format!("{k}.cooldown.base"),
-        c.base.unwrap_or(Dur(Duration::from_secs(5))),
+        c.base,
+        Dur(Duration::from_secs(5)),
     )?;
     let cooldown_max = c
         .max

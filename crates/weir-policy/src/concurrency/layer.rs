@@ -1,6 +1,6 @@
 //! `[routes.concurrency]`: the file model, the compiled policy and its compile step.
 
-use crate::check::{Ctx, R, at_least_1, nonzero_dur};
+use crate::check::{Ctx, R, at_least_1, nonzero_dur_or};
 use crate::dur::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -33,10 +33,8 @@ pub(crate) fn compile(
     Ok(ConcurrencyPolicy {
         max: at_least_1(ctx, &format!("{k}.max"), c.max)?,
         queue: c.queue.unwrap_or(0),
-        queue_timeout: match c.queue_timeout {
-            Some(d) => nonzero_dur(ctx, &format!("{k}.queue_timeout"), d)?,
-            None => total,
-        },
+        // `total` is already checked: the same as checking only a given value.
+        queue_timeout: nonzero_dur_or(ctx, &format!("{k}.queue_timeout"), c.queue_timeout, total)?,
     })
 }
 

@@ -4,7 +4,7 @@
 //! algorithm); every later consumer — the keyed local table, the global store request, the
 //! `RateLimit-Policy` header, `/admin/config` — reads that same value.
 
-use crate::check::{Ctx, R, at_least_1, core_err, is_token, nonzero_dur};
+use crate::check::{Ctx, R, at_least_1, core_err, is_token, nonzero_dur, nonzero_dur_or};
 use crate::dur::{Dur, secs_ceil};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -319,13 +319,10 @@ fn compile_limit(k: &str, rl: &RawRateLimit, ctx: &Ctx<'_>) -> R<Limit> {
         ));
     }
     if kind == LimitKind::TokenBucket && (rl.delay.is_some() || rl.nodelay.is_some()) {
-        let name = if rl.delay.is_some() {
-            "delay"
-        } else {
-            "nodelay"
-        };
-        return Err(ctx.err(
-            format!("{k}.{name}"),
+        return Err(ctx.err_at_either(
+            k,
+            ("delay", rl.delay.is_some()),
+            "nodelay",
             "only the leaky bucket takes delay/nodelay",
         ));
     }
@@ -340,10 +337,11 @@ fn compile_limit(k: &str, rl: &RawRateLimit, ctx: &Ctx<'_>) -> R<Limit> {
     };
     let built = if is_bucket {
         let rate = required("rate", rl.rate, "buckets")?;
-        let per = nonzero_dur(
+        let per = nonzero_dur_or(
             ctx,
             &format!("{k}.per"),
-            rl.per.unwrap_or(Dur(Duration::from_secs(1))),
+            rl.per,
+            Dur(Duration::from_secs(1)),
         )?
         .nanos();
         if kind == LimitKind::TokenBucket {

@@ -2,7 +2,7 @@
 //! mapping to the core's backoff and retry budget.
 
 use crate::attempt::ResultSet;
-use crate::check::{Ctx, R, at_least_1, core_err, is_token, method_list, nonzero_dur};
+use crate::check::{Ctx, R, at_least_1, core_err, is_token, method_list, nonzero_dur_or};
 use crate::dur::Dur;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -173,10 +173,11 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
     let budget = BudgetPolicy {
         ratio,
         min_per_sec: bu.min_per_sec.unwrap_or(10),
-        ttl: nonzero_dur(
+        ttl: nonzero_dur_or(
             ctx,
             &format!("{k}.budget.ttl"),
-            bu.ttl.unwrap_or(Dur(Duration::from_secs(10))),
+            bu.ttl,
+            Dur(Duration::from_secs(10)),
         )?,
     };
     self::backoff(&backoff)
