@@ -444,16 +444,11 @@ mod tests {
                 (t, cost)
             })
             .collect();
-        let mut got = std::vec![None; events.len()];
-        batch.acquire_batch(
-            events.len(),
-            |i| (Nanos(events[i].0), events[i].1),
-            |i, d| got[i] = Some(d),
+        crate::test_support::assert_batch_matches(
+            &events,
+            |n, event, write| batch.acquire_batch(n, event, write),
+            |t, c| each.acquire(t, c),
         );
-        for (i, &(t, c)) in events.iter().enumerate() {
-            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
-            assert_eq!(got[i], Some(want), "event {i} at {t}, cost {c}");
-        }
         let (a, b) = (batch.state(), each.state());
         assert_eq!((a.head, a.len, a.latest), (b.head, b.len, b.latest));
         for i in 0..a.len {

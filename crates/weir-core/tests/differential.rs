@@ -16,6 +16,11 @@ use weir_core::{
     SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
 };
 
+#[path = "../src/test_support.rs"]
+mod test_support;
+
+use test_support::assert_batch_matches;
+
 const S: u64 = 1_000_000_000;
 
 #[derive(Debug, Clone)]
@@ -171,11 +176,11 @@ fn shared_batch_agrees<L: BatchAcquire + weir_core::SharedRateLimiter>(
         }
     }
     in_calls(&trace_events(now, cap, trace), calls, |part| {
-        batch_matches(
+        assert_batch_matches(
             part,
             |n, event, write| batch.acquire_batch(n, event, write),
             |t, c| each.acquire(t, c),
-        )?;
+        );
         prop_assert_eq!(raw(batch), raw(each));
         Ok(())
     })
@@ -219,31 +224,6 @@ fn in_calls(
         let (part, tail) = rest.split_at(n.min(rest.len()));
         rest = tail;
         f(part)?;
-    }
-    Ok(())
-}
-
-type Outcome = Result<BatchDecision, InsufficientCapacity>;
-
-/// One `acquire_batch` over `part` (`batch(len, event, write)`) == `each` (`acquire` on a
-/// twin) event by event, outcome for outcome.
-fn batch_matches<D>(
-    part: &[(u64, u64)],
-    batch: impl FnOnce(usize, &mut dyn FnMut(usize) -> (Nanos, u64), &mut dyn FnMut(usize, Outcome)),
-    mut each: impl FnMut(Nanos, u64) -> Result<D, InsufficientCapacity>,
-) -> Result<(), TestCaseError>
-where
-    BatchDecision: From<D>,
-{
-    let mut got = vec![None; part.len()];
-    batch(
-        part.len(),
-        &mut |i| (Nanos(part[i].0), part[i].1),
-        &mut |i, d| got[i] = Some(d),
-    );
-    for (i, &(t, c)) in part.iter().enumerate() {
-        let want = each(Nanos(t), c).map(BatchDecision::from);
-        prop_assert_eq!(got[i], Some(want), "event {} at {}, cost {}", i, t, c);
     }
     Ok(())
 }
@@ -346,11 +326,11 @@ proptest! {
             }
         }
         // Costs 0..=9 scaled onto 0 ..= burst + 1 at both ends; one call for the whole trace.
-        batch_matches(
+        assert_batch_matches(
             &trace_events(now, burst, &trace),
             |n, event, write| batch.acquire_batch(n, event, write),
             |t, c| each.acquire(t, c),
-        )?;
+        );
         prop_assert_eq!(batch.raw_state(), each.raw_state());
     }
 
@@ -408,11 +388,11 @@ proptest! {
         }
         let mut each = batch.clone();
         in_calls(&trace_events(now, limit, &trace), &calls, |part| {
-            batch_matches(
+            assert_batch_matches(
                 part,
                 |n, event, write| batch.acquire_batch(n, event, write),
                 |t, c| each.acquire(t, c),
-            )?;
+            );
             prop_assert_eq!(batch.state().len(), each.state().len());
             for t in [0, now, u64::MAX] {
                 prop_assert_eq!(batch.peek(Nanos(t), 1), each.peek(Nanos(t), 1));
