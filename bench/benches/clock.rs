@@ -10,10 +10,9 @@
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use governor::{Quota, RateLimiter};
+use governor::RateLimiter;
 use std::hint::black_box;
-use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use weir_core::{Clock, Nanos, QuantaClock, SharedTokenBucket, StdClock, TokenBucket};
 
 fn clock(c: &mut Criterion) {
@@ -34,11 +33,7 @@ fn clock(c: &mut Criterion) {
     g.bench_function("quanta_clock_raw", |b| b.iter(|| black_box(q.raw())));
 
     // Token bucket + real clock. Quota/bucket sized so that every call is admitted.
-    let gov = RateLimiter::direct(
-        Quota::with_period(Duration::from_secs(1))
-            .expect("non-zero")
-            .allow_burst(NonZeroU32::MAX),
-    );
+    let gov = RateLimiter::direct(weir_bench::governor_quota());
     g.bench_function("governor_check_default_clock", |b| {
         b.iter(|| black_box(gov.check()))
     });

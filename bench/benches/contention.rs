@@ -8,10 +8,9 @@
 //! governor 1 per second with a burst of `u32::MAX` (a fresh limiter per measurement).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use governor::RateLimiter;
 use governor::clock::FakeRelativeClock;
-use governor::{Quota, RateLimiter};
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::Barrier;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -41,12 +40,6 @@ fn two_threads<F: Fn() + Sync>(iters: u64, op: F) -> Duration {
     })
 }
 
-fn quota() -> Quota {
-    Quota::with_period(Duration::from_secs(1))
-        .expect("non-zero")
-        .allow_burst(NonZeroU32::MAX)
-}
-
 fn contention(c: &mut Criterion) {
     let mut g = c.benchmark_group("contention_2_threads");
     g.throughput(Throughput::Elements(1));
@@ -69,7 +62,7 @@ fn contention(c: &mut Criterion) {
     });
     g.bench_function("governor_default_clock", |b| {
         b.iter_custom(|iters| {
-            let gov = RateLimiter::direct(quota());
+            let gov = RateLimiter::direct(weir_bench::governor_quota());
             two_threads(iters, || {
                 black_box(gov.check()).ok();
             })
@@ -77,7 +70,10 @@ fn contention(c: &mut Criterion) {
     });
     g.bench_function("governor_fake_clock", |b| {
         b.iter_custom(|iters| {
-            let gov = RateLimiter::direct_with_clock(quota(), FakeRelativeClock::default());
+            let gov = RateLimiter::direct_with_clock(
+                weir_bench::governor_quota(),
+                FakeRelativeClock::default(),
+            );
             two_threads(iters, || {
                 black_box(gov.check()).ok();
             })

@@ -21,10 +21,9 @@
 //! one `Mutex` each, mirrored here: the bench depends on weir-core only).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultKeyedRateLimiter, RateLimiter};
 use std::hash::{BuildHasher, RandomState};
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -39,16 +38,10 @@ static ALLOC: weir_bench::CountingAlloc = weir_bench::CountingAlloc;
 
 const MANY: u64 = 1 << 20;
 
-fn quota() -> Quota {
-    Quota::with_period(Duration::from_secs(1))
-        .expect("non-zero")
-        .allow_burst(NonZeroU32::MAX)
-}
-
 /// A governor keyed limiter holding keys `0..n`, and the heap bytes it took per key.
 fn governor_with(n: u64) -> (DefaultKeyedRateLimiter<u64>, f64) {
     let before = weir_bench::allocated_bytes();
-    let gov = RateLimiter::keyed(quota());
+    let gov = RateLimiter::keyed(weir_bench::governor_quota());
     for k in 0..n {
         let _ = gov.check_key(&k);
     }

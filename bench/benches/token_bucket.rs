@@ -18,19 +18,28 @@
 //! - ratelimit: a huge rate and bucket, so `try_wait` always succeeds (it reads its own
 //!   std clock each call; it has no way to inject time).
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
+use governor::RateLimiter;
 use governor::clock::FakeRelativeClock;
-use governor::{Quota, RateLimiter};
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 use weir_core::{Nanos, SharedTokenBucket, TokenBucket};
 
-fn huge_quota() -> Quota {
-    Quota::with_period(Duration::from_secs(1))
-        .expect("non-zero")
-        .allow_burst(NonZeroU32::MAX)
+mod common;
+
+/// The weir rows' bucket: 3 per second, burst 1000.
+fn bucket() -> TokenBucket {
+    TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid")
+}
+
+fn shared_bucket() -> SharedTokenBucket {
+    SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid")
+}
+
+/// A weir row: `op` at a manual `now` advanced by 333 333 333 ns per call (a local add).
+fn manual_clock<R>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, op: impl FnMut(Nanos) -> R) {
+    common::bench_every::<333_333_333, R>(g, name, op)
 }
 
 fn token_bucket(c: &mut Criterion) {
@@ -40,66 +49,38 @@ fn token_bucket(c: &mut Criterion) {
     let a = AtomicU64::new(0);
     g.bench_function("floor_cas_loop", |b| b.iter(|| weir_bench::cas_step(&a)));
 
-    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_single_manual", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            black_box(tb.acquire(Nanos(black_box(now)), 1))
-        })
+    let mut tb = bucket();
+    manual_clock(&mut g, "weir_single_manual", |now| {
+        black_box(tb.acquire(now, 1))
+    });
+    let shared = shared_bucket();
+    manual_clock(&mut g, "weir_shared_manual", |now| {
+        black_box(shared.acquire(now, 1))
+    });
+    let mut tb = bucket();
+    manual_clock(&mut g, "weir_tb_single_check_manual_clock", |now| {
+        tb.check(now, 1)
+    });
+    let shared = shared_bucket();
+    manual_clock(&mut g, "weir_tb_shared_check_manual_clock", |now| {
+        shared.check(now, 1)
+    });
+    let mut tb = bucket();
+    manual_clock(&mut g, "weir_tb_single_try_acquire_manual_clock", |now| {
+        tb.try_acquire(now, 1)
+    });
+    let shared = shared_bucket();
+    manual_clock(&mut g, "weir_tb_shared_try_acquire_manual_clock", |now| {
+        shared.try_acquire(now, 1)
     });
 
-    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_shared_manual", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            black_box(shared.acquire(Nanos(black_box(now)), 1))
-        })
-    });
-
-    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_tb_single_check_manual_clock", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            tb.check(Nanos(black_box(now)), 1)
-        })
-    });
-
-    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_tb_shared_check_manual_clock", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            shared.check(Nanos(black_box(now)), 1)
-        })
-    });
-
-    let mut tb = TokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_tb_single_try_acquire_manual_clock", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            tb.try_acquire(Nanos(black_box(now)), 1)
-        })
-    });
-
-    let shared = SharedTokenBucket::new(3, Nanos::from_secs(1), 1000).expect("valid");
-    let mut now = 0u64;
-    g.bench_function("weir_tb_shared_try_acquire_manual_clock", |b| {
-        b.iter(|| {
-            now += 333_333_333;
-            shared.try_acquire(Nanos(black_box(now)), 1)
-        })
-    });
-
-    let gov = RateLimiter::direct(huge_quota());
+    let gov = RateLimiter::direct(weir_bench::governor_quota());
     g.bench_function("governor_default_clock", |b| {
         b.iter(|| black_box(gov.check()))
     });
 
-    let gov_fake = RateLimiter::direct_with_clock(huge_quota(), FakeRelativeClock::default());
+    let gov_fake =
+        RateLimiter::direct_with_clock(weir_bench::governor_quota(), FakeRelativeClock::default());
     g.bench_function("governor_fake_clock", |b| {
         b.iter(|| black_box(gov_fake.check()))
     });

@@ -88,21 +88,8 @@ TICK=$(getconf CLK_TCK)
 WRK_T=$WORKERS
 WRK_C=$((32 * WORKERS))
 
-# Like lib.sh's wrk_load, with -t and -c scaled to the worker count.
-load() {
-    wrk --latency -t"$WRK_T" -c"$WRK_C" -d"$DUR" "http://127.0.0.1:$PORT/" >"$WORK/wrk.out"
-    python3 - "$WORK/wrk.out" <<'EOF'
-import re, sys
-t = open(sys.argv[1]).read()
-def ms(label):
-    m = re.search(r"^\s*" + label + r"\s+([\d.]+)(us|ms|s)\s*$", t, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-n = int(re.search(r"(\d+) requests in", t).group(1))
-print(f"{rps:.0f} {ms('99%'):.3f} {n}")
-EOF
-}
+# lib.sh's wrk_load with -t and -c scaled to the worker count; prints "req/s p99_ms requests".
+load() { wrk_load "$PORT" "$WRK_T" "$WRK_C" | awk '{ print $1, $3, $5 }'; }
 
 # The servers in round $1's order: rotated by one each round, so that no server always runs
 # in the same slot (the first run after a restart of the round measured consistently apart).

@@ -34,23 +34,7 @@ total() { # $1 binary, $2 requests -> total instructions
     valgrind --tool=callgrind --callgrind-out-file="$out" "$1" --driver legacy --config "$WORK/weir.toml" \
         >/dev/null 2>"$WORK/vg.err" &
     pid=$!
-    wait_port "$PORT"
-    python3 - "$PORT" "$2" <<'P'
-import http.client, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-cs = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(4)]
-for i in range(n):
-    c = cs[i % 4]
-    c.request("GET", "/", headers={"user-agent": "bench"})
-    r = c.getresponse()
-    r.read()
-    assert r.status == 200, r.status
-P
-    kill -INT "$pid" 2>/dev/null || true
-    sleep 2
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+    callgrind_total "$pid" "$PORT" "$2" "$out"
 }
 
 for bin in "${BINS[@]}"; do

@@ -53,10 +53,10 @@ cleanup() {
 # stop PID — ends a server started in the background and reaps it.
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
-# wrk_load PORT — one wrk --latency -t1 -c32 -d$DUR run against 127.0.0.1:PORT; prints
-# "req/s p50_ms p99_ms non2xx requests".
+# wrk_load PORT [THREADS CONNS] — one wrk --latency -d$DUR run against 127.0.0.1:PORT
+# (-t1 -c32 unless given); prints "req/s p50_ms p99_ms non2xx requests".
 wrk_load() {
-    wrk --latency -t1 -c32 -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
+    wrk --latency -t"${2:-1}" -c"${3:-32}" -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
     python3 - "$WORK/wrk.out" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -161,4 +161,27 @@ burst = $6
 key = ["route"]
 ${8:-}
 EOF
+}
+
+# callgrind_total PID PORT N OUT — for a server (PID) started under
+# `valgrind --tool=callgrind --callgrind-out-file=OUT`: once it listens on PORT, N GETs over
+# four keep-alive connections (each must answer 200), then SIGINT (callgrind writes OUT),
+# a stop, and the instruction total from OUT.
+callgrind_total() {
+    wait_port "$2"
+    python3 - "$2" "$3" <<'P'
+import http.client, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+cs = [http.client.HTTPConnection("127.0.0.1", port) for _ in range(4)]
+for i in range(n):
+    c = cs[i % 4]
+    c.request("GET", "/", headers={"user-agent": "bench"})
+    r = c.getresponse()
+    r.read()
+    assert r.status == 200, r.status
+P
+    kill -INT "$1" 2>/dev/null || true
+    sleep 2
+    stop "$1"
+    callgrind_annotate "$4" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }

@@ -51,6 +51,17 @@ pub struct Limit {
 }
 
 impl Limit {
+    /// `rate` per second, capacity `burst`.
+    pub const fn per_second(rate: u64, burst: u64) -> Limit {
+        Limit {
+            rate,
+            per: SEC,
+            burst,
+        }
+    }
+}
+
+impl Limit {
     fn describe(&self) -> String {
         let per = match self.per {
             p if p == 86_400 * SEC => "day".to_string(),
@@ -111,11 +122,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "steady",
         about: "Poisson 10/s for 10 min",
-        limit: Limit {
-            rate: 7,
-            per: SEC,
-            burst: 7,
-        },
+        limit: Limit::per_second(7, 7),
         arrivals: a,
     });
 
@@ -125,11 +132,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "at-rate",
         about: "arrival i at ⌈i·10⁹/3⌉ ns for 1 h: gaps alternate just under / just over T",
-        limit: Limit {
-            rate: 3,
-            per: SEC,
-            burst: 1,
-        },
+        limit: Limit::per_second(3, 1),
         arrivals: (0..3 * 3600u64).map(|i| (i * SEC).div_ceil(3)).collect(),
     });
 
@@ -143,11 +146,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "at-rate-jitter",
         about: "7/s ± 5 ms jitter for 1 h",
-        limit: Limit {
-            rate: 7,
-            per: SEC,
-            burst: 2,
-        },
+        limit: Limit::per_second(7, 2),
         arrivals: a,
     });
 
@@ -160,11 +159,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "bursty",
         about: "on 2 s at Poisson 50/s, off 5 s; 10 min",
-        limit: Limit {
-            rate: 7,
-            per: SEC,
-            burst: 20,
-        },
+        limit: Limit::per_second(7, 20),
         arrivals: a,
     });
 
@@ -177,11 +172,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "micro-burst",
         about: "150 within 10 ms every 3–4 s; 10 min",
-        limit: Limit {
-            rate: 100,
-            per: SEC,
-            burst: 100,
-        },
+        limit: Limit::per_second(100, 100),
         arrivals: a,
     });
 
@@ -193,11 +184,7 @@ pub fn traces(seed: u64) -> Vec<Trace> {
     out.push(Trace {
         name: "idle-then-burst",
         about: "30 at once, idle 1 h, 30 at once, Poisson 5/s for 1 min",
-        limit: Limit {
-            rate: 3,
-            per: SEC,
-            burst: 10,
-        },
+        limit: Limit::per_second(3, 10),
         arrivals: a,
     });
 
@@ -611,11 +598,7 @@ mod tests {
 
     #[test]
     fn ideal_admits_burst_then_rate() {
-        let l = Limit {
-            rate: 3,
-            per: SEC,
-            burst: 2,
-        };
+        let l = Limit::per_second(3, 2);
         let mut m = Ideal::new(l);
         assert!(m.admit(0) && m.admit(0) && !m.admit(0));
         assert!(!m.admit(333_333_333));
@@ -624,11 +607,7 @@ mod tests {
 
     #[test]
     fn nginx_burst_counts_beyond_the_first() {
-        let l = Limit {
-            rate: 1,
-            per: SEC,
-            burst: 3,
-        };
+        let l = Limit::per_second(1, 3);
         let mut m = Nginx::new(l).unwrap();
         assert_eq!((0..5).filter(|_| m.admit(0)).count(), 3);
         assert!(m.admit(SEC));
@@ -637,11 +616,7 @@ mod tests {
 
     #[test]
     fn scg_whole_seconds() {
-        let l = Limit {
-            rate: 2,
-            per: SEC,
-            burst: 2,
-        };
+        let l = Limit::per_second(2, 2);
         let mut m = ScgLua::new(l).unwrap();
         assert!(m.admit(0) && m.admit(1) && !m.admit(999_999_999));
         assert!(m.admit(SEC) && m.admit(SEC + 1) && !m.admit(SEC + 2));

@@ -158,33 +158,26 @@ trait Table {
     fn occupied(&self) -> usize;
 }
 
-impl<A: Algorithm> Table for KeyedLimiter<A, SLOTS> {
-    fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)> {
-        KeyedLimiter::acquire(self, key, now, cost)
-            .ok()
-            .map(|d| (d.decision, d.overflow))
-    }
-    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
-        KeyedLimiter::peek(self, key, now, cost).ok()
-    }
-    fn occupied(&self) -> usize {
-        KeyedLimiter::occupied(self)
-    }
+/// `Table` for a keyed form, by its inherent methods of the same names.
+macro_rules! table {
+    ($form:ident, $ty:ty, $bound:path) => {
+        impl<A: $bound> Table for $ty {
+            fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)> {
+                $form::acquire(self, key, now, cost)
+                    .ok()
+                    .map(|d| (d.decision, d.overflow))
+            }
+            fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
+                $form::peek(self, key, now, cost).ok()
+            }
+            fn occupied(&self) -> usize {
+                $form::occupied(self)
+            }
+        }
+    };
 }
-
-impl<A: WordStep> Table for KeyedShared<A, Box<[Slot]>> {
-    fn acquire(&mut self, key: u64, now: Nanos, cost: u64) -> Option<(Decision, bool)> {
-        KeyedShared::acquire(self, key, now, cost)
-            .ok()
-            .map(|d| (d.decision, d.overflow))
-    }
-    fn peek(&self, key: u64, now: Nanos, cost: u64) -> Option<Decision> {
-        KeyedShared::peek(self, key, now, cost).ok()
-    }
-    fn occupied(&self) -> usize {
-        KeyedShared::occupied(self)
-    }
-}
+table!(KeyedLimiter, KeyedLimiter<A, SLOTS>, Algorithm);
+table!(KeyedShared, KeyedShared<A, Box<[Slot]>>, WordStep);
 
 /// The single-owner table of any algorithm, compared within `horizon` ns (a window's
 /// packed word has one; `None`: exact at every instant).

@@ -10,7 +10,7 @@
 //! and errors, and leaves the same state word.
 
 use crate::batch::{Pending, flush_shared};
-use crate::num::{N, Tick};
+use crate::num::N;
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::NginxModel;
@@ -19,9 +19,13 @@ use weir_core::{BatchDecision, LeakyBucket, Nanos, SharedLeakyBucket, Verdict};
 /// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
 /// and the final word against the shared `acquire`'s (`shared`, already past them).
 fn flush_batch(batch: &SharedLeakyBucket, pending: &mut Vec<Pending>, shared: &SharedLeakyBucket) {
-    flush_shared(pending, "leaky bucket", batch, |b| {
-        (b.raw_state(), shared.raw_state())
-    });
+    flush_shared(
+        pending,
+        "leaky bucket",
+        batch,
+        shared,
+        SharedLeakyBucket::raw_state,
+    );
 }
 
 /// A configuration and an operation sequence.
@@ -35,16 +39,8 @@ pub struct Input {
     ops: Vec<Op>,
 }
 
-/// One operation.
-#[derive(Debug, Arbitrary)]
-pub enum Op {
-    /// Acquire a cost (requests arriving together).
-    Acquire(N),
-    /// Peek a cost.
-    Peek(N),
-    /// Move the clock.
-    Clock(Tick),
-}
+/// One operation: acquire, peek, or move the clock.
+pub use crate::num::CostOp as Op;
 
 /// Runs one input.
 pub fn check(input: Input) {

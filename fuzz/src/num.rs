@@ -43,3 +43,15 @@ impl Tick {
         }
     }
 }
+
+/// One operation of a limiter that only acquires, peeks and follows the clock (the leaky
+/// bucket's and the windows' fuzz sequences).
+#[derive(Debug, Arbitrary)]
+pub enum CostOp {
+    /// Acquire a cost (requests arriving together).
+    Acquire(N),
+    /// Peek a cost.
+    Peek(N),
+    /// Move the clock.
+    Clock(Tick),
+}

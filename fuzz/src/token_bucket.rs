@@ -30,9 +30,13 @@ use weir_core::{
 /// Runs the pending acquisitions through `acquire_batch` on `batch` and checks each outcome
 /// and the final word against the shared `acquire`'s (`shared`, already past them).
 fn flush_batch(batch: &SharedTokenBucket, pending: &mut Vec<Pending>, shared: &SharedTokenBucket) {
-    flush_shared(pending, "token bucket", batch, |b| {
-        (b.raw_state(), shared.raw_state())
-    });
+    flush_shared(
+        pending,
+        "token bucket",
+        batch,
+        shared,
+        SharedTokenBucket::raw_state,
+    );
 }
 
 /// A configuration and an operation sequence.
@@ -257,18 +261,15 @@ pub fn check(input: Input) {
         assert!(SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).is_err());
         return;
     };
-    let mut shared =
-        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let new_shared =
+        || SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut shared = new_shared();
     let mut model = Model::new(input.rate.0, input.per.0, input.burst.0);
     // Copies driven through the lean path (`check`) and `try_acquire`.
     let (mut tb_check, mut tb_try) = (tb.clone(), tb.clone());
-    let mut sh_check =
-        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
-    let mut sh_try =
-        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let (mut sh_check, mut sh_try) = (new_shared(), new_shared());
     // A copy driven by `acquire_batch`, one call per run of acquisitions.
-    let mut sh_batch =
-        SharedTokenBucket::new(input.rate.0, Nanos(input.per.0), input.burst.0).unwrap();
+    let mut sh_batch = new_shared();
     let mut pending: Vec<Pending> = Vec::new();
     let mut horizon = shared.config().horizon().0;
     let (mut now, mut latest) = (0u64, 0u64);
@@ -295,18 +296,37 @@ pub fn check(input: Input) {
                 assert_eq!(d, m, "single-owner vs model at {now}, cost {cost}");
                 if acquire {
                     let at = Nanos(now);
-                    let l = tb_check.check(at, cost);
-                    lean_agrees(tb.algorithm(), &d, &l, "single-owner check");
-                    let admitted = d.is_ok_and(|d| d.is_allowed());
-                    assert_eq!(tb_try.try_acquire(at, cost), admitted);
-                    assert_eq!(tb_check.state(), tb.state());
-                    assert_eq!(tb_try.state(), tb.state());
-                    let l = sh_check.check(at, cost);
-                    lean_agrees(shared.config(), &s, &l, "shared check");
-                    let admitted = s.is_ok_and(|d| d.is_allowed());
-                    assert_eq!(sh_try.try_acquire(at, cost), admitted);
-                    assert_eq!(sh_check.raw_state(), shared.raw_state());
-                    assert_eq!(sh_try.raw_state(), shared.raw_state());
+                    // The lean twins of a form that answered `$full`: the same answer
+                    // through `check` and `try_acquire`, and the same state after.
+                    macro_rules! lean_twins {
+                        ($check:ident, $try:ident, $form:ident, $cfg:expr, $full:ident,
+                         $state:ident, $what:literal) => {
+                            let l = $check.check(at, cost);
+                            lean_agrees($cfg, &$full, &l, $what);
+                            let admitted = $full.is_ok_and(|d| d.is_allowed());
+                            assert_eq!($try.try_acquire(at, cost), admitted);
+                            assert_eq!($check.$state(), $form.$state());
+                            assert_eq!($try.$state(), $form.$state());
+                        };
+                    }
+                    lean_twins!(
+                        tb_check,
+                        tb_try,
+                        tb,
+                        tb.algorithm(),
+                        d,
+                        state,
+                        "single-owner check"
+                    );
+                    lean_twins!(
+                        sh_check,
+                        sh_try,
+                        shared,
+                        shared.config(),
+                        s,
+                        raw_state,
+                        "shared check"
+                    );
                     pending.push((now, cost, s.map(BatchDecision::from)));
                 }
                 if exact {

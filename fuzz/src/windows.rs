@@ -10,7 +10,7 @@
 //! `remaining`, `retry_after` and errors, and leaves the same state.
 
 use crate::batch::{Pending, flush, flush_shared};
-use crate::num::{N, Tick};
+use crate::num::N;
 use crate::times::check_times;
 use arbitrary::Arbitrary;
 use weir_core::reference::{FixedWindowModel, SlidingCounterModel, SlidingLogModel};
@@ -30,15 +30,15 @@ pub struct Input {
     ops: Vec<Op>,
 }
 
-/// One operation.
-#[derive(Debug, Arbitrary)]
-pub enum Op {
-    /// Acquire a cost.
-    Acquire(N),
-    /// Peek a cost.
-    Peek(N),
-    /// Move the clock.
-    Clock(Tick),
+/// One operation: acquire, peek, or move the clock.
+pub use crate::num::CostOp as Op;
+
+/// The acquisitions each batch copy has still to take.
+#[derive(Default)]
+struct Pendings {
+    fixed: Vec<Pending>,
+    counter: Vec<Pending>,
+    log: Vec<Pending>,
 }
 
 /// Runs one input.
@@ -54,21 +54,19 @@ pub fn check(input: Input) {
     let fixed_batch = SharedFixedWindow::new(limit, Nanos(window)).ok();
     let counter_batch = SharedSlidingWindow::new(limit, Nanos(window)).ok();
     let mut log_batch = log.clone();
-    let (mut fixed_p, mut counter_p, mut log_p): (Vec<Pending>, Vec<Pending>, Vec<Pending>) =
-        (Vec::new(), Vec::new(), Vec::new());
+    let mut pend = Pendings::default();
     // Each batch copy takes the pending acquisitions and must end in its twin's state.
-    let mut flush_all = |fixed_p: &mut Vec<Pending>,
-                         counter_p: &mut Vec<Pending>,
-                         log_p: &mut Vec<Pending>,
-                         fixed_sh: Option<&SharedFixedWindow>,
-                         counter_sh: Option<&SharedSlidingWindow>,
-                         log: Option<&SlidingLog<LOG>>,
-                         probe: u64| {
-        if let (Some(b), Some(s)) = (fixed_batch.as_ref(), fixed_sh) {
-            flush_shared(fixed_p, "fixed", b, |b| (b.raw_state(), s.raw_state()));
+    let mut flush_all = |pend: &mut Pendings, log: Option<&SlidingLog<LOG>>, probe: u64| {
+        let Pendings {
+            fixed: fixed_p,
+            counter: counter_p,
+            log: log_p,
+        } = pend;
+        if let (Some(b), Some(s)) = (fixed_batch.as_ref(), fixed_sh.as_ref()) {
+            flush_shared(fixed_p, "fixed", b, s, SharedFixedWindow::raw_state);
         }
-        if let (Some(b), Some(s)) = (counter_batch.as_ref(), counter_sh) {
-            flush_shared(counter_p, "counter", b, |b| (b.raw_state(), s.raw_state()));
+        if let (Some(b), Some(s)) = (counter_batch.as_ref(), counter_sh.as_ref()) {
+            flush_shared(counter_p, "counter", b, s, SharedSlidingWindow::raw_state);
         }
         if let (Some(b), Some(s)) = (log_batch.as_mut(), log) {
             flush(log_p, "log", |p, got| {
@@ -121,24 +119,25 @@ pub fn check(input: Input) {
         }
         let t = Nanos(now);
         if !acquire {
-            flush_all(
-                &mut fixed_p,
-                &mut counter_p,
-                &mut log_p,
-                fixed_sh.as_ref(),
-                counter_sh.as_ref(),
-                log.as_ref(),
-                now,
-            );
+            flush_all(&mut pend, log.as_ref(), now);
         }
         if let (Some(f), Some(fs)) = (fixed.as_mut(), fixed_sh.as_ref()) {
-            let d = both("fixed", f, fs, acquire, now, cost, limit, &mut fixed_p);
+            let d = both("fixed", f, fs, acquire, now, cost, limit, &mut pend.fixed);
             if let (Some(d), true) = (d, f_ok && acquire) {
                 assert_eq!(d, fm.acquire(now, cost), "fixed vs model at {now}");
             }
         }
         if let (Some(c), Some(cs)) = (counter.as_mut(), counter_sh.as_ref()) {
-            let d = both("counter", c, cs, acquire, now, cost, limit, &mut counter_p);
+            let d = both(
+                "counter",
+                c,
+                cs,
+                acquire,
+                now,
+                cost,
+                limit,
+                &mut pend.counter,
+            );
             if let (Some(d), true) = (d, c_ok && acquire) {
                 let m = cm.acquire(now, cost);
                 assert_eq!((d.verdict, d.remaining), m, "counter vs model at {now}");
@@ -152,7 +151,7 @@ pub fn check(input: Input) {
                 l.peek(t, cost)
             };
             if acquire {
-                log_p.push((now, cost, d.map(BatchDecision::from)));
+                pend.log.push((now, cost, d.map(BatchDecision::from)));
             }
             // the log's latest instant moves on acquisitions it evaluates (not on a cost
             // above its capacity, refused before looking at the clock)
@@ -188,15 +187,7 @@ pub fn check(input: Input) {
             }
         }
     }
-    flush_all(
-        &mut fixed_p,
-        &mut counter_p,
-        &mut log_p,
-        fixed_sh.as_ref(),
-        counter_sh.as_ref(),
-        log.as_ref(),
-        now,
-    );
+    flush_all(&mut pend, log.as_ref(), now);
 }
 
 /// One acquire (or peek) on a window's single-owner form and its shared form: they agree,

@@ -211,16 +211,11 @@ mod tests {
     /// `acquire_batch` on `batch` == per-event `acquire` on `each` (twins in the same
     /// state), outcome for outcome and in the final word.
     fn batch_equals_each<L: Probe>(batch: &L, each: &L, events: &[(u64, u64)]) {
-        let mut got = std::vec![None; events.len()];
-        batch.acquire_batch(
-            events.len(),
-            |i| (Nanos(events[i].0), events[i].1),
-            |i, d| got[i] = Some(d),
+        crate::test_support::assert_batch_matches(
+            events,
+            |n, event, write| batch.acquire_batch(n, event, write),
+            |t, c| each.each(t, c),
         );
-        for (i, &(t, c)) in events.iter().enumerate() {
-            let want = each.each(Nanos(t), c).map(BatchDecision::from);
-            assert_eq!(got[i], Some(want), "event {i} at {t}, cost {c}");
-        }
         assert_eq!(batch.raw(), each.raw(), "final word");
     }
 
@@ -336,22 +331,17 @@ mod tests {
     #[test]
     fn a_batch_whose_only_write_is_late_commits() {
         // The first event writes nothing (cost 0, or a rejection); a later one admits.
+        // Twins from `make`, one unit taken at 0 on each, then the batch.
+        fn after_one<L: Probe>(make: impl Fn() -> L, events: &[(u64, u64)]) {
+            let (a, b) = (make(), make());
+            a.each(Nanos(0), 1).unwrap();
+            b.each(Nanos(0), 1).unwrap();
+            batch_equals_each(&a, &b, events);
+        }
         for first in [(1, 0), (1, 2)] {
             let events = [first, (2, 1)];
-            let (a, b) = (
-                SharedSlidingWindow::new(2, Nanos(S)).unwrap(),
-                SharedSlidingWindow::new(2, Nanos(S)).unwrap(),
-            );
-            a.acquire(Nanos(0), 1).unwrap();
-            b.acquire(Nanos(0), 1).unwrap();
-            batch_equals_each(&a, &b, &events);
-            let (a, b) = (
-                SharedFixedWindow::new(2, Nanos(S)).unwrap(),
-                SharedFixedWindow::new(2, Nanos(S)).unwrap(),
-            );
-            a.acquire(Nanos(0), 1).unwrap();
-            b.acquire(Nanos(0), 1).unwrap();
-            batch_equals_each(&a, &b, &events);
+            after_one(|| SharedSlidingWindow::new(2, Nanos(S)).unwrap(), &events);
+            after_one(|| SharedFixedWindow::new(2, Nanos(S)).unwrap(), &events);
         }
         let (a, b) = (
             SharedLeakyBucket::new(1, Nanos(S), 1, 0, false).unwrap(),

@@ -64,6 +64,26 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
 use core::fmt;
 
+/// Both forms' `record` (receiver `$recv self`): `record_failure` or `record_success`.
+macro_rules! record {
+    ($(#[$m:meta])* ($($recv:tt)+)) => {
+        $(#[$m])*
+        pub fn record(
+            $($recv)+ self,
+            t: Ticket,
+            now: Nanos,
+            duration: Nanos,
+            failed: bool,
+        ) -> Option<Transition> {
+            if failed {
+                self.record_failure(t, now, duration)
+            } else {
+                self.record_success(t, now, duration)
+            }
+        }
+    };
+}
+
 const PPM: u64 = 1_000_000;
 /// The widest count window.
 pub const WINDOW_MAX: u32 = 29;
@@ -601,20 +621,10 @@ impl<R: Rng> Breaker<R> {
         }
     }
 
-    /// Records `failed` or not: a shorthand for the two `record_*`.
-    pub fn record(
-        &mut self,
-        t: Ticket,
-        now: Nanos,
-        duration: Nanos,
-        failed: bool,
-    ) -> Option<Transition> {
-        if failed {
-            self.record_failure(t, now, duration)
-        } else {
-            self.record_success(t, now, duration)
-        }
-    }
+    record!(
+        /// Records `failed` or not: a shorthand for the two `record_*`.
+        (&mut)
+    );
 
     /// Gives the ticket back without an outcome (the call was not made or its result is not
     /// evidence either way); frees a probe slot.
@@ -676,21 +686,20 @@ const fn w_state(w: u64) -> BreakerState {
 const fn w_epoch(w: u64) -> u32 {
     (w >> EPOCH_SHIFT) as u32
 }
-#[inline]
-const fn w_consec(w: u64) -> u32 {
-    ((w >> CONSEC_SHIFT) & 0xFFFF) as u32
+/// The word's counter fields: `name(w)` is `(w >> SHIFT) & MASK`.
+macro_rules! w_fields {
+    ($($name:ident = $shift:ident & $mask:literal;)*) => {$(
+        #[inline]
+        const fn $name(w: u64) -> u32 {
+            ((w >> $shift) & $mask) as u32
+        }
+    )*};
 }
-#[inline]
-const fn w_probes(w: u64) -> u32 {
-    ((w >> PROBES_SHIFT) & 0xFF) as u32
-}
-#[inline]
-const fn w_succ(w: u64) -> u32 {
-    ((w >> SUCC_SHIFT) & 0xFF) as u32
-}
-#[inline]
-const fn w_k(w: u64) -> u32 {
-    ((w >> K_SHIFT) & 0x3F) as u32
+w_fields! {
+    w_consec = CONSEC_SHIFT & 0xFFFF;
+    w_probes = PROBES_SHIFT & 0xFF;
+    w_succ = SUCC_SHIFT & 0xFF;
+    w_k = K_SHIFT & 0x3F;
 }
 /// A fresh word for `state` in the epoch after `w`'s, keeping nothing but `k`.
 #[inline]
@@ -1048,20 +1057,10 @@ impl SharedBreaker {
         }
     }
 
-    /// Records `failed` or not.
-    pub fn record(
-        &self,
-        t: Ticket,
-        now: Nanos,
-        duration: Nanos,
-        failed: bool,
-    ) -> Option<Transition> {
-        if failed {
-            self.record_failure(t, now, duration)
-        } else {
-            self.record_success(t, now, duration)
-        }
-    }
+    record!(
+        /// Records `failed` or not.
+        (&)
+    );
 
     /// Gives the ticket back without an outcome; frees a probe slot.
     pub fn cancel(&self, t: Ticket) {

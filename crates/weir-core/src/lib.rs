@@ -52,6 +52,8 @@ extern crate std;
 
 pub(crate) mod arith;
 pub(crate) mod sync;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub mod backoff;
 pub mod batch;

@@ -124,6 +124,19 @@ impl<const N: usize> SlidingLogConfig<N> {
         self.window
     }
 
+    /// `cost` fits the log at all (at most `limit`); else the error `acquire` and `peek`
+    /// return before looking at the clock.
+    #[inline]
+    fn fits(&self, cost: u64) -> Result<(), InsufficientCapacity> {
+        if cost > self.limit {
+            return Err(InsufficientCapacity {
+                cost,
+                capacity: self.limit,
+            });
+        }
+        Ok(())
+    }
+
     /// Decision at `now` with `skip` expired entries at the front.
     fn decide(&self, s: &SlidingLogState<N>, now: Nanos, eff: u64, cost: u64) -> Decision {
         let w = self.window.0;
@@ -171,12 +184,7 @@ impl<const N: usize> Algorithm for SlidingLogConfig<N> {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        if cost > self.limit {
-            return Err(InsufficientCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        self.fits(cost)?;
         let eff = now.0.max(s.latest);
         s.latest = eff;
         // Drop expired entries for good.
@@ -203,12 +211,7 @@ impl<const N: usize> Algorithm for SlidingLogConfig<N> {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
-        if cost > self.limit {
-            return Err(InsufficientCapacity {
-                cost,
-                capacity: self.limit,
-            });
-        }
+        self.fits(cost)?;
         Ok(self.decide(s, now, now.0.max(s.latest), cost))
     }
 
@@ -444,16 +447,11 @@ mod tests {
                 (t, cost)
             })
             .collect();
-        let mut got = std::vec![None; events.len()];
-        batch.acquire_batch(
-            events.len(),
-            |i| (Nanos(events[i].0), events[i].1),
-            |i, d| got[i] = Some(d),
+        crate::test_support::assert_batch_matches(
+            &events,
+            |n, event, write| batch.acquire_batch(n, event, write),
+            |t, c| each.acquire(t, c),
         );
-        for (i, &(t, c)) in events.iter().enumerate() {
-            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
-            assert_eq!(got[i], Some(want), "event {i} at {t}, cost {c}");
-        }
         let (a, b) = (batch.state(), each.state());
         assert_eq!((a.head, a.len, a.latest), (b.head, b.len, b.latest));
         for i in 0..a.len {

@@ -44,6 +44,34 @@ mod loom_seqcst {
         }
     }
 
+    /// The value-taking read-modify-writes: the inner op, then the fence `after` puts in.
+    macro_rules! rmw {
+        ($($name:ident),*) => {$(
+            pub(crate) fn $name(&self, v: u64, o: Ordering) -> u64 {
+                let r = self.0.$name(v, o);
+                after(o);
+                r
+            }
+        )*};
+    }
+
+    /// The compare-exchanges: the fence follows the ordering the outcome used.
+    macro_rules! cas {
+        ($($name:ident),*) => {$(
+            pub(crate) fn $name(
+                &self,
+                current: u64,
+                new: u64,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<u64, u64> {
+                let r = self.0.$name(current, new, success, failure);
+                after(if r.is_ok() { success } else { failure });
+                r
+            }
+        )*};
+    }
+
     impl AtomicU64 {
         pub(crate) fn new(v: u64) -> Self {
             AtomicU64(atomic::AtomicU64::new(v))
@@ -56,63 +84,10 @@ mod loom_seqcst {
             self.0.store(v, o);
             after(o);
         }
-        pub(crate) fn swap(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.swap(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn compare_exchange(
-            &self,
-            current: u64,
-            new: u64,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u64, u64> {
-            let r = self.0.compare_exchange(current, new, success, failure);
-            after(if r.is_ok() { success } else { failure });
-            r
-        }
-        pub(crate) fn compare_exchange_weak(
-            &self,
-            current: u64,
-            new: u64,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u64, u64> {
-            let r = self.0.compare_exchange_weak(current, new, success, failure);
-            after(if r.is_ok() { success } else { failure });
-            r
-        }
-        pub(crate) fn fetch_add(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_add(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn fetch_sub(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_sub(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn fetch_max(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_max(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn fetch_min(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_min(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn fetch_or(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_or(v, o);
-            after(o);
-            r
-        }
-        pub(crate) fn fetch_and(&self, v: u64, o: Ordering) -> u64 {
-            let r = self.0.fetch_and(v, o);
-            after(o);
-            r
-        }
+        cas!(compare_exchange, compare_exchange_weak);
+        rmw!(
+            swap, fetch_add, fetch_sub, fetch_max, fetch_min, fetch_or, fetch_and
+        );
         pub(crate) fn fetch_update<F: FnMut(u64) -> Option<u64>>(
             &self,
             set: Ordering,

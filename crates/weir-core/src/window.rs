@@ -801,37 +801,49 @@ mod tests {
     /// or a call one horizon after the last admission reads as a rewind.
     #[test]
     fn cost_zero_acquisitions_keep_the_index_within_the_horizon() {
+        // Cost 12 at 0, then cost 0 at t1 and t2: both forms agree, and each later call
+        // sees a fresh window (all 14 remaining, nothing to reset).
+        fn zero_costs_see_fresh_windows<C: Algorithm>(
+            mut single: Limiter<C>,
+            shared: Shared<C>,
+            (t1, t2): (u64, u64),
+            what: &str,
+        ) where
+            Shared<C>: crate::SharedRateLimiter,
+        {
+            for (t, cost) in [(0, 12), (t1, 0), (t2, 0)] {
+                let d = single.acquire(Nanos(t), cost).unwrap();
+                assert_eq!(
+                    d,
+                    crate::SharedRateLimiter::acquire(&shared, Nanos(t), cost).unwrap()
+                );
+                if t != 0 {
+                    assert_eq!(
+                        (d.remaining, d.reset_after),
+                        (14, Nanos::ZERO),
+                        "{what} at {t}"
+                    );
+                }
+            }
+        }
         // fixed, limit 14: horizon 2^59 windows; t1 and t2 − t1 are inside it, t2 is not
-        let (t1, t2) = (4_268_070_197_446_523_707, 1 << 63);
-        let mut fw = FixedWindow::new(14, Nanos(15)).unwrap();
-        let fs = SharedFixedWindow::new(14, Nanos(15)).unwrap();
-        for (t, cost) in [(0, 12), (t1, 0), (t2, 0)] {
-            let d = fw.acquire(Nanos(t), cost).unwrap();
-            assert_eq!(d, fs.acquire(Nanos(t), cost).unwrap());
-            if t != 0 {
-                assert_eq!(
-                    (d.remaining, d.reset_after),
-                    (14, Nanos::ZERO),
-                    "fixed at {t}"
-                );
-            }
-        }
+        let fixed = (4_268_070_197_446_523_707, 1 << 63);
+        zero_costs_see_fresh_windows(
+            FixedWindow::new(14, Nanos(15)).unwrap(),
+            SharedFixedWindow::new(14, Nanos(15)).unwrap(),
+            fixed,
+            "fixed",
+        );
         // counter, limit 14: horizon 2^55 windows; the same shape scaled to it
-        let (t1, t2) = ((3 << 53) * 15, (3 << 54) * 15);
-        let mut sw = SlidingWindow::new(14, Nanos(15)).unwrap();
-        let ss = SharedSlidingWindow::new(14, Nanos(15)).unwrap();
+        let counter = ((3 << 53) * 15, (3 << 54) * 15);
+        let sw = SlidingWindow::new(14, Nanos(15)).unwrap();
         assert_eq!(sw.algorithm().horizon(), 1 << 55);
-        for (t, cost) in [(0, 12), (t1, 0), (t2, 0)] {
-            let e = sw.acquire(Nanos(t), cost).unwrap();
-            assert_eq!(e, ss.acquire(Nanos(t), cost).unwrap());
-            if t != 0 {
-                assert_eq!(
-                    (e.remaining, e.reset_after),
-                    (14, Nanos::ZERO),
-                    "counter at {t}"
-                );
-            }
-        }
+        zero_costs_see_fresh_windows(
+            sw,
+            SharedSlidingWindow::new(14, Nanos(15)).unwrap(),
+            counter,
+            "counter",
+        );
     }
 
     #[test]

@@ -16,6 +16,11 @@ use weir_core::{
     SharedTokenBucket, SlidingLog, SlidingWindow, TokenBucket, TokenBucketConfig, Verdict,
 };
 
+#[path = "../src/test_support.rs"]
+mod test_support;
+
+use test_support::assert_batch_matches;
+
 const S: u64 = 1_000_000_000;
 
 #[derive(Debug, Clone)]
@@ -170,25 +175,55 @@ fn shared_batch_agrees<L: BatchAcquire + weir_core::SharedRateLimiter>(
             prop_assert_eq!(batch.acquire(Nanos(now), c), each.acquire(Nanos(now), c));
         }
     }
-    let events = trace_events(now, cap, trace);
-    let mut rest = &events[..];
+    in_calls(&trace_events(now, cap, trace), calls, |part| {
+        assert_batch_matches(
+            part,
+            |n, event, write| batch.acquire_batch(n, event, write),
+            |t, c| each.acquire(t, c),
+        );
+        prop_assert_eq!(raw(batch), raw(each));
+        Ok(())
+    })
+}
+
+/// A shared limiter's [`shared_batch_agrees`] against a twin, both from `make`, on
+/// `(pre, trace, calls)` ([`batch_inputs`]); nothing to check when `make` refuses.
+fn twins_batch_agree<L: BatchAcquire + weir_core::SharedRateLimiter, E>(
+    make: impl Fn() -> Result<L, E>,
+    cap: u64,
+    (pre, trace, calls): &(Vec<Op>, Vec<(Op, u64)>, Vec<usize>),
+    raw: impl Fn(&L) -> u64,
+) -> Result<(), TestCaseError> {
+    let (Ok(batch), Ok(each)) = (make(), make()) else {
+        return Ok(());
+    };
+    shared_batch_agrees(&batch, &each, cap, pre, trace, calls, raw)
+}
+
+/// A batch test's inputs: the ops before (costs up to `max_cost`), the trace, and the
+/// lengths of the `acquire_batch` calls.
+fn batch_inputs(max_cost: u64) -> impl Strategy<Value = (Vec<Op>, Vec<(Op, u64)>, Vec<usize>)> {
+    (
+        ops(S, max_cost, true),
+        batch_trace(S),
+        prop::collection::vec(1..300usize, 1..8),
+    )
+}
+
+/// `f` on consecutive parts of `events` of the lengths `calls` (cycled) until none is left.
+fn in_calls(
+    events: &[(u64, u64)],
+    calls: &[usize],
+    mut f: impl FnMut(&[(u64, u64)]) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut rest = events;
     for &n in calls.iter().cycle() {
         if rest.is_empty() {
             break;
         }
         let (part, tail) = rest.split_at(n.min(rest.len()));
         rest = tail;
-        let mut got = vec![None; part.len()];
-        batch.acquire_batch(
-            part.len(),
-            |i| (Nanos(part[i].0), part[i].1),
-            |i, d| got[i] = Some(d),
-        );
-        for (i, &(t, c)) in part.iter().enumerate() {
-            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
-            prop_assert_eq!(got[i], Some(want), "event {} at {}, cost {}", i, t, c);
-        }
-        prop_assert_eq!(raw(batch), raw(each));
+        f(part)?;
     }
     Ok(())
 }
@@ -278,11 +313,7 @@ proptest! {
     fn token_bucket_batch_equals_acquire(
         (rate, per, burst) in tb_params_extreme(),
         pre in ops(S, 8, true),
-        trace in prop::collection::vec(
-            (prop_oneof![4 => time_step(S).prop_map(Op::Advance), 1 => time_step(S).prop_map(Op::Rewind),
-                         1 => prop_oneof![Just(0u64), Just(u64::MAX), Just(u64::MAX / 2), any::<u64>()].prop_map(Op::Jump)],
-             0..=9u64),
-            0..700),
+        trace in batch_trace(S),
     ) {
         let Ok(batch) = SharedTokenBucket::new(rate, Nanos(per), burst) else { return Ok(()); };
         let each = SharedTokenBucket::new(rate, Nanos(per), burst).unwrap();
@@ -294,25 +325,12 @@ proptest! {
                 let _ = each.acquire(Nanos(now), c);
             }
         }
-        // Costs 0..=9 scaled onto 0 ..= burst + 1 at both ends.
-        let cost = |c: u64| match c {
-            8 => burst,
-            9 => burst.saturating_add(1),
-            c => c.min(burst),
-        };
-        let events: Vec<(u64, u64)> = trace
-            .iter()
-            .map(|(op, c)| {
-                now = apply_time(now, op);
-                (now, cost(*c))
-            })
-            .collect();
-        let mut got = vec![None; events.len()];
-        batch.acquire_batch(events.len(), |i| (Nanos(events[i].0), events[i].1), |i, d| got[i] = Some(d));
-        for (i, &(t, c)) in events.iter().enumerate() {
-            let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
-            prop_assert_eq!(got[i], Some(want), "event {}", i);
-        }
+        // Costs 0..=9 scaled onto 0 ..= burst + 1 at both ends; one call for the whole trace.
+        assert_batch_matches(
+            &trace_events(now, burst, &trace),
+            |n, event, write| batch.acquire_batch(n, event, write),
+            |t, c| each.acquire(t, c),
+        );
         prop_assert_eq!(batch.raw_state(), each.raw_state());
     }
 
@@ -324,27 +342,21 @@ proptest! {
     fn leaky_bucket_batch_equals_acquire(
         (rate, per, burst) in tb_params_extreme(),
         (delay, nodelay) in (prop_oneof![0..4u64, any::<u64>()], any::<bool>()),
-        pre in ops(S, 8, true),
-        trace in batch_trace(S),
-        calls in prop::collection::vec(1..300usize, 1..8),
+        inputs in batch_inputs(8),
     ) {
         let burst = burst.saturating_sub(1);
         let make = || SharedLeakyBucket::new(rate, Nanos(per), burst, delay, nodelay);
-        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
-        shared_batch_agrees(&batch, &each, burst.saturating_add(1), &pre, &trace, &calls, |l| l.raw_state())?;
+        twins_batch_agree(make, burst.saturating_add(1), &inputs, |l| l.raw_state())?;
     }
 
     /// `SharedFixedWindow::acquire_batch` == per-event shared `acquire`, bit for bit.
     #[test]
     fn fixed_window_batch_equals_acquire(
         (limit, window) in window_params(weir_core::window::MAX_FIXED_LIMIT),
-        pre in ops(S, 8, true),
-        trace in batch_trace(S),
-        calls in prop::collection::vec(1..300usize, 1..8),
+        inputs in batch_inputs(8),
     ) {
         let make = || SharedFixedWindow::new(limit, Nanos(window));
-        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
-        shared_batch_agrees(&batch, &each, limit, &pre, &trace, &calls, |l| l.raw_state())?;
+        twins_batch_agree(make, limit, &inputs, |l| l.raw_state())?;
     }
 
     /// `SharedSlidingWindow::acquire_batch` (the decoded fast path included) == per-event
@@ -352,13 +364,10 @@ proptest! {
     #[test]
     fn sliding_window_batch_equals_acquire(
         (limit, window) in window_params(weir_core::window::MAX_SLIDING_LIMIT),
-        pre in ops(S, 8, true),
-        trace in batch_trace(S),
-        calls in prop::collection::vec(1..300usize, 1..8),
+        inputs in batch_inputs(8),
     ) {
         let make = || SharedSlidingWindow::new(limit, Nanos(window));
-        let (Ok(batch), Ok(each)) = (make(), make()) else { return Ok(()); };
-        shared_batch_agrees(&batch, &each, limit, &pre, &trace, &calls, |l| l.raw_state())?;
+        twins_batch_agree(make, limit, &inputs, |l| l.raw_state())?;
     }
 
     /// `SlidingLog::acquire_batch` == per-event `acquire`: outcomes, and the state (its
@@ -367,9 +376,7 @@ proptest! {
     fn sliding_log_batch_equals_acquire(
         limit in 1..=16u64,
         window in prop_oneof![1..50u64, Just(S), Just(u64::MAX), any::<u64>()],
-        pre in ops(S, 16, true),
-        trace in batch_trace(S),
-        calls in prop::collection::vec(1..300usize, 1..8),
+        (pre, trace, calls) in batch_inputs(16),
     ) {
         let mut batch = SlidingLog::<16>::new(limit, Nanos(window)).unwrap();
         let mut now = 0u64;
@@ -380,25 +387,18 @@ proptest! {
             }
         }
         let mut each = batch.clone();
-        let events = trace_events(now, limit, &trace);
-        let mut rest = &events[..];
-        for &n in calls.iter().cycle() {
-            if rest.is_empty() {
-                break;
-            }
-            let (part, tail) = rest.split_at(n.min(rest.len()));
-            rest = tail;
-            let mut got = vec![None; part.len()];
-            batch.acquire_batch(part.len(), |i| (Nanos(part[i].0), part[i].1), |i, d| got[i] = Some(d));
-            for (i, &(t, c)) in part.iter().enumerate() {
-                let want = each.acquire(Nanos(t), c).map(BatchDecision::from);
-                prop_assert_eq!(got[i], Some(want), "event {} at {}, cost {}", i, t, c);
-            }
+        in_calls(&trace_events(now, limit, &trace), &calls, |part| {
+            assert_batch_matches(
+                part,
+                |n, event, write| batch.acquire_batch(n, event, write),
+                |t, c| each.acquire(t, c),
+            );
             prop_assert_eq!(batch.state().len(), each.state().len());
             for t in [0, now, u64::MAX] {
                 prop_assert_eq!(batch.peek(Nanos(t), 1), each.peek(Nanos(t), 1));
             }
-        }
+            Ok(())
+        })?;
     }
 
     /// The lean shared path == the shared `acquire`, bit for bit (verdicts, figures and the

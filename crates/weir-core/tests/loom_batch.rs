@@ -10,7 +10,7 @@
 
 mod loom_common;
 
-use loom_common::{BatchOp, Kind, batch_model};
+use loom_common::{BatchOp, Kind, batch_model, model_tests};
 use weir_core::{
     FixedWindow, LeakyBucket, Nanos, SharedFixedWindow, SharedLeakyBucket, SharedSlidingWindow,
     SlidingWindow,
@@ -43,75 +43,28 @@ fn sliding() -> Kind<SharedSlidingWindow, SlidingWindow, u64> {
     }
 }
 
-#[test]
-fn leaky_batch_is_atomic_against_acquire() {
+// Rows: `name(kind, ops);`.
+model_tests! { batch_model;
     // Capacity 2 (burst 1) at one instant, the second delayed: the batch takes both or
     // the single acquire takes one first; a cost-0 query and a cost above the capacity.
-    batch_model(
-        leaky(),
-        &[
-            BatchOp::Batch(&[(0, 1), (0, 0), (0, 3), (0, 1), (0, 1)]),
-            BatchOp::Acquire(0, 1),
-        ],
-    );
-}
-
-#[test]
-fn leaky_batch_with_rewind_races_two_acquires() {
-    batch_model(
-        leaky(),
-        &[
-            BatchOp::Batch(&[(500, 1), (0, 1), (1_500, 2)]),
-            BatchOp::Acquire(0, 1),
-            BatchOp::Acquire(1_000, 1),
-        ],
-    );
-}
-
-#[test]
-fn fixed_window_batch_is_atomic_against_acquire() {
+    leaky_batch_is_atomic_against_acquire(leaky(), &[
+        BatchOp::Batch(&[(0, 1), (0, 0), (0, 3), (0, 1), (0, 1)]),
+        BatchOp::Acquire(0, 1)]);
+    leaky_batch_with_rewind_races_two_acquires(leaky(), &[
+        BatchOp::Batch(&[(500, 1), (0, 1), (1_500, 2)]),
+        BatchOp::Acquire(0, 1), BatchOp::Acquire(1_000, 1)]);
     // A window boundary inside the batch, a rewind, and a cost-0 normalisation.
-    batch_model(
-        fixed(),
-        &[
-            BatchOp::Batch(&[(0, 1), (10, 1), (1_000, 2), (5, 1), (3_000, 0)]),
-            BatchOp::Acquire(0, 1),
-        ],
-    );
-}
-
-#[test]
-fn fixed_window_batch_races_two_acquires() {
-    batch_model(
-        fixed(),
-        &[
-            BatchOp::Batch(&[(0, 2), (999, 1)]),
-            BatchOp::Acquire(0, 1),
-            BatchOp::Acquire(1_000, 2),
-        ],
-    );
-}
-
-#[test]
-fn sliding_window_batch_is_atomic_against_acquire() {
+    fixed_window_batch_is_atomic_against_acquire(fixed(), &[
+        BatchOp::Batch(&[(0, 1), (10, 1), (1_000, 2), (5, 1), (3_000, 0)]),
+        BatchOp::Acquire(0, 1)]);
+    fixed_window_batch_races_two_acquires(fixed(), &[
+        BatchOp::Batch(&[(0, 2), (999, 1)]),
+        BatchOp::Acquire(0, 1), BatchOp::Acquire(1_000, 2)]);
     // Events in one window (the decoded fast path), then the next (weights) and a rewind.
-    batch_model(
-        sliding(),
-        &[
-            BatchOp::Batch(&[(0, 1), (10, 1), (20, 1), (1_500, 1), (100, 1)]),
-            BatchOp::Acquire(0, 1),
-        ],
-    );
-}
-
-#[test]
-fn sliding_window_batch_races_two_acquires() {
-    batch_model(
-        sliding(),
-        &[
-            BatchOp::Batch(&[(0, 1), (500, 1)]),
-            BatchOp::Acquire(0, 1),
-            BatchOp::Acquire(1_200, 1),
-        ],
-    );
+    sliding_window_batch_is_atomic_against_acquire(sliding(), &[
+        BatchOp::Batch(&[(0, 1), (10, 1), (20, 1), (1_500, 1), (100, 1)]),
+        BatchOp::Acquire(0, 1)]);
+    sliding_window_batch_races_two_acquires(sliding(), &[
+        BatchOp::Batch(&[(0, 1), (500, 1)]),
+        BatchOp::Acquire(0, 1), BatchOp::Acquire(1_200, 1)]);
 }

@@ -12,7 +12,7 @@ mod loom_common;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::thread;
-use loom_common::permutations;
+use loom_common::{permutations, race};
 use weir_core::{
     BreakerConfig, BreakerState, Cooldown, Nanos, RejectReason, SharedBreaker, Ticket, Transition,
 };
@@ -120,15 +120,10 @@ fn half_open_model(probes: u32, successes: u32, outcomes: &'static [Option<Outco
     loom::model(move || {
         let b = Arc::new(tripped(config(1, probes, successes)));
         let in_flight = Arc::new(AtomicU32::new(0));
-        let handles: Vec<_> = outcomes[1..]
-            .iter()
-            .map(|&o| {
-                let (b, f) = (b.clone(), in_flight.clone());
-                thread::spawn(move || caller(&b, &f, 10, o))
-            })
-            .collect();
-        let mut all = vec![caller(&b, &in_flight, 10, outcomes[0])];
-        all.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let all = race(outcomes, {
+            let (b, f) = (b.clone(), in_flight.clone());
+            move |_, o| caller(&b, &f, 10, o)
+        });
         let trs: Vec<Transition> = all.iter().flat_map(|(t, _)| t.iter().copied()).collect();
         let opened = trs
             .iter()

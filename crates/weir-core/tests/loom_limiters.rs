@@ -14,7 +14,7 @@ mod loom_common;
 
 use loom::sync::Arc;
 use loom::thread;
-use loom_common::assert_linearizable;
+use loom_common::{assert_linearizable, model_tests, race};
 use weir_core::keyed::{KeyedShared, Slot};
 use weir_core::{
     Decision, FixedWindow, FixedWindowConfig, InsufficientCapacity, LeakyBucket, LeakyBucketConfig,
@@ -30,6 +30,18 @@ type Op = (u64, u64, bool);
 /// Instants at which the final states are compared.
 const PROBES: [u64; 4] = [0, 400, 1_000, 5_000];
 
+/// One op, `acquire` or `peek`, on either form.
+macro_rules! step {
+    ($l:expr, $op:expr) => {{
+        let (now, cost, acq): Op = $op;
+        if acq {
+            $l.acquire(Nanos(now), cost)
+        } else {
+            $l.peek(Nanos(now), cost)
+        }
+    }};
+}
+
 fn model<S, L>(shared: fn() -> S, single: fn() -> L, pre: &'static [Op], ops: &'static [Op])
 where
     S: SharedRateLimiter + Send + Sync + 'static,
@@ -37,50 +49,22 @@ where
 {
     loom::model(move || {
         let s = Arc::new(shared());
-        let apply = |s: &S, (now, cost, acq): Op| -> Res {
-            if acq {
-                s.acquire(Nanos(now), cost)
-            } else {
-                s.peek(Nanos(now), cost)
-            }
-        };
         for &op in pre {
-            let _ = apply(&s, op);
+            let _ = step!(s, op);
         }
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let s = s.clone();
-                thread::spawn(move || {
-                    let (now, cost, acq) = op;
-                    if acq {
-                        s.acquire(Nanos(now), cost)
-                    } else {
-                        s.peek(Nanos(now), cost)
-                    }
-                })
-            })
-            .collect();
-        let mut results = vec![apply(&s, ops[0])];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let results = race(ops, {
+            let s = s.clone();
+            move |_, op| step!(s, op)
+        });
         let fin: Vec<Res> = PROBES.iter().map(|&t| s.peek(Nanos(t), 1)).collect();
         assert_linearizable(ops, &results, &fin, |order| {
             let mut l = single();
-            for &(now, cost, acq) in pre {
-                let _ = if acq {
-                    l.acquire(Nanos(now), cost)
-                } else {
-                    l.peek(Nanos(now), cost)
-                };
+            for &op in pre {
+                let _ = step!(l, op);
             }
             let mut res = vec![None; ops.len()];
             for &i in order {
-                let (now, cost, acq) = ops[i];
-                res[i] = Some(if acq {
-                    l.acquire(Nanos(now), cost)
-                } else {
-                    l.peek(Nanos(now), cost)
-                });
+                res[i] = Some(step!(l, ops[i]));
             }
             let fin: Vec<Res> = PROBES.iter().map(|&t| l.peek(Nanos(t), 1)).collect();
             (res.into_iter().map(Option::unwrap).collect(), fin)
@@ -88,45 +72,38 @@ where
     });
 }
 
-#[test]
-fn leaky_bucket_three_requests_burst_one_delay() {
+/// Shared limiter / single-owner limiter constructors, built from the same arguments.
+macro_rules! forms {
+    ($shared:ident, $single:ident, $($arg:expr),*) => {
+        (
+            || $shared::new($($arg),*).unwrap(),
+            || $single::new($($arg),*).unwrap(),
+        )
+    };
+}
+
+/// [`model`] over a `(shared, single)` pair from [`forms!`].
+fn model_forms<S, L>(forms: (fn() -> S, fn() -> L), pre: &'static [Op], ops: &'static [Op])
+where
+    S: SharedRateLimiter + Send + Sync + 'static,
+    L: RateLimiter + 'static,
+{
+    model(forms.0, forms.1, pre, ops)
+}
+
+// Rows: `name(forms, pre, ops);`, ops `(now, cost, is_acquire)`.
+model_tests! { model_forms;
     // 1 per µs, burst 1, delay 0: one passes, one is delayed, one rejected — in some order.
-    model(
-        || SharedLeakyBucket::new(1, Nanos(1_000), 1, 0, false).unwrap(),
-        || LeakyBucket::new(1, Nanos(1_000), 1, 0, false).unwrap(),
-        &[],
-        &[(0, 1, true), (0, 1, true), (0, 1, true)],
-    );
-}
-
-#[test]
-fn leaky_bucket_nodelay_mixed_instants() {
-    model(
-        || SharedLeakyBucket::new(3, Nanos(1_000), 2, 0, true).unwrap(),
-        || LeakyBucket::new(3, Nanos(1_000), 2, 0, true).unwrap(),
-        &[(0, 1, true)],
-        &[(400, 2, true), (0, 1, true), (400, 1, false)],
-    );
-}
-
-#[test]
-fn fixed_window_at_the_limit() {
-    model(
-        || SharedFixedWindow::new(2, Nanos(1_000)).unwrap(),
-        || FixedWindow::new(2, Nanos(1_000)).unwrap(),
-        &[(900, 1, true)],
-        &[(950, 1, true), (1_000, 2, true), (999, 1, true)],
-    );
-}
-
-#[test]
-fn sliding_window_across_a_boundary() {
-    model(
-        || SharedSlidingWindow::new(2, Nanos(1_000)).unwrap(),
-        || SlidingWindow::new(2, Nanos(1_000)).unwrap(),
-        &[(900, 2, true)],
-        &[(1_500, 1, true), (1_400, 1, true), (2_100, 1, true)],
-    );
+    leaky_bucket_three_requests_burst_one_delay(
+        forms!(SharedLeakyBucket, LeakyBucket, 1, Nanos(1_000), 1, 0, false),
+        &[], &[(0, 1, true), (0, 1, true), (0, 1, true)]);
+    leaky_bucket_nodelay_mixed_instants(
+        forms!(SharedLeakyBucket, LeakyBucket, 3, Nanos(1_000), 2, 0, true),
+        &[(0, 1, true)], &[(400, 2, true), (0, 1, true), (400, 1, false)]);
+    fixed_window_at_the_limit(forms!(SharedFixedWindow, FixedWindow, 2, Nanos(1_000)),
+        &[(900, 1, true)], &[(950, 1, true), (1_000, 2, true), (999, 1, true)]);
+    sliding_window_across_a_boundary(forms!(SharedSlidingWindow, SlidingWindow, 2, Nanos(1_000)),
+        &[(900, 2, true)], &[(1_500, 1, true), (1_400, 1, true), (2_100, 1, true)]);
 }
 
 /// Three algorithms with the same shape on a 1 µs grid: one admission fits at 0, a second
@@ -186,27 +163,13 @@ fn same_key_never_over_admits<A: WordStep + Clone + Send + Sync + 'static>(alg: 
     });
 }
 
-#[test]
-fn keyed_reclaim_races_an_update() {
-    reclaim_races_an_update(algorithms().0);
+// The keyed models over each algorithm of `algorithms()`.
+model_tests! { reclaim_races_an_update;
+    keyed_reclaim_races_an_update(algorithms().0);
+    keyed_fixed_window_reclaim_races_an_update(algorithms().1);
+    keyed_leaky_bucket_reclaim_races_an_update(algorithms().2);
 }
-
-#[test]
-fn keyed_same_key_never_over_admits() {
-    same_key_never_over_admits(algorithms().0);
-}
-
-#[test]
-fn keyed_fixed_window_reclaim_races_an_update() {
-    reclaim_races_an_update(algorithms().1);
-}
-
-#[test]
-fn keyed_fixed_window_same_key_never_over_admits() {
-    same_key_never_over_admits(algorithms().1);
-}
-
-#[test]
-fn keyed_leaky_bucket_reclaim_races_an_update() {
-    reclaim_races_an_update(algorithms().2);
+model_tests! { same_key_never_over_admits;
+    keyed_same_key_never_over_admits(algorithms().0);
+    keyed_fixed_window_same_key_never_over_admits(algorithms().1);
 }

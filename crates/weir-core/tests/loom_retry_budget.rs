@@ -5,8 +5,10 @@
 //! match the single-owner [`RetryBudget`].
 #![cfg(weir_loom)]
 
+mod loom_common;
+
 use loom::sync::Arc;
-use loom::thread;
+use loom_common::{model_tests, race};
 use weir_core::{Nanos, RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,15 +43,10 @@ fn model(
         for &op in pre {
             apply(&b, op);
         }
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let b = b.clone();
-                thread::spawn(move || apply(&b, op))
-            })
-            .collect();
-        let mut res = vec![apply(&b, ops[0])];
-        res.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let res = race(ops, {
+            let b = b.clone();
+            move |_, op| apply(&b, op)
+        });
         let grants = res.iter().filter(|r| **r == Some(true)).count() as u64;
         assert!(
             grants <= budget,
@@ -65,44 +62,23 @@ fn model(
 
 const S: u64 = 1_000_000_000;
 
-#[test]
-fn reserve_of_one_is_granted_once() {
+/// A budget of `ratio` (millionths) and `reserve` per second.
+fn cfg<const RATIO: u32, const RESERVE: u32>() -> RetryBudgetConfig {
+    RetryBudgetConfig::new(RATIO, RESERVE, Nanos(S)).unwrap()
+}
+
+// Rows: `name(cfg, pre, ops, budget, settled, end);`.
+model_tests! { model;
     // ratio 0, reserve 1/s × 1 s = exactly 1 retry.
-    model(
-        || RetryBudgetConfig::new(0, 1, Nanos(S)).unwrap(),
-        &[],
-        &[Op::Withdraw(0), Op::Withdraw(0), Op::Withdraw(0)],
-        1,
-        |g| 1 - g,
-        0,
-    );
-}
-
-#[test]
-fn ratio_with_concurrent_deposit() {
+    reserve_of_one_is_granted_once(cfg::<0, 1>, &[],
+        &[Op::Withdraw(0), Op::Withdraw(0), Op::Withdraw(0)], 1, |g| 1 - g, 0);
     // ratio 0.5, no reserve; 2 deposits before, one concurrent: at most ⌊0.5 × 3⌋ = 1.
-    model(
-        || RetryBudgetConfig::new(500_000, 0, Nanos(S)).unwrap(),
-        &[Op::Deposit(0), Op::Deposit(0)],
-        &[Op::Withdraw(0), Op::Deposit(0), Op::Withdraw(0)],
-        1,
-        |g| 1 - g,
-        0,
-    );
-}
-
-#[test]
-fn withdrawals_in_different_slots() {
+    ratio_with_concurrent_deposit(cfg::<500_000, 0>, &[Op::Deposit(0), Op::Deposit(0)],
+        &[Op::Withdraw(0), Op::Deposit(0), Op::Withdraw(0)], 1, |g| 1 - g, 0);
     // ratio 1, 2 deposits at t=0; withdrawals at 0 and one slot later (same window): the
     // head moves concurrently; at most 2.
-    model(
-        || RetryBudgetConfig::new(1_000_000, 0, Nanos(S)).unwrap(),
-        &[Op::Deposit(0), Op::Deposit(0)],
-        &[Op::Withdraw(0), Op::Withdraw(1 << 27), Op::Withdraw(0)],
-        2,
-        |g| 2 - g,
-        1 << 27,
-    );
+    withdrawals_in_different_slots(cfg::<1_000_000, 0>, &[Op::Deposit(0), Op::Deposit(0)],
+        &[Op::Withdraw(0), Op::Withdraw(1 << 27), Op::Withdraw(0)], 2, |g| 2 - g, 1 << 27);
 }
 
 #[test]

@@ -11,8 +11,7 @@
 mod loom_common;
 
 use loom::sync::Arc;
-use loom::thread;
-use loom_common::{BatchOp, Kind, assert_linearizable, batch_model};
+use loom_common::{BatchOp, Kind, assert_linearizable, batch_model, model_tests, race};
 use weir_core::{
     Decision, Denied, Granted, InsufficientCapacity, Nanos, SharedTokenBucket, TokenBucket,
     TokenBucketConfig, Verdict,
@@ -60,33 +59,31 @@ fn boolean(admitted: bool) -> Res {
     }))
 }
 
-fn shared(b: &SharedTokenBucket, op: Op) -> Res {
-    match op {
-        Op::Check(now, cost) => lean(b.config(), b.check(Nanos(now), cost)),
-        Op::Try(now, cost) => boolean(b.try_acquire(Nanos(now), cost)),
-        Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
-        Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
-        Op::Refund(now, n) => {
-            b.refund(Nanos(now), n);
-            None
+/// One op on either form (`$cfg`: its configuration, copied before `check` borrows it).
+macro_rules! apply {
+    ($b:expr, $op:expr, $cfg:expr) => {
+        match $op {
+            Op::Check(now, cost) => {
+                let cfg = $cfg;
+                lean(&cfg, $b.check(Nanos(now), cost))
+            }
+            Op::Try(now, cost) => boolean($b.try_acquire(Nanos(now), cost)),
+            Op::Acquire(now, cost) => Some($b.acquire(Nanos(now), cost)),
+            Op::Peek(now, cost) => Some($b.peek(Nanos(now), cost)),
+            Op::Refund(now, n) => {
+                $b.refund(Nanos(now), n);
+                None
+            }
         }
-    }
+    };
+}
+
+fn shared(b: &SharedTokenBucket, op: Op) -> Res {
+    apply!(b, op, *b.config())
 }
 
 fn single(b: &mut TokenBucket, op: Op) -> Res {
-    match op {
-        Op::Check(now, cost) => {
-            let cfg = *b.algorithm();
-            lean(&cfg, b.check(Nanos(now), cost))
-        }
-        Op::Try(now, cost) => boolean(b.try_acquire(Nanos(now), cost)),
-        Op::Acquire(now, cost) => Some(b.acquire(Nanos(now), cost)),
-        Op::Peek(now, cost) => Some(b.peek(Nanos(now), cost)),
-        Op::Refund(now, n) => {
-            b.refund(Nanos(now), n);
-            None
-        }
-    }
+    apply!(b, op, *b.algorithm())
 }
 
 /// Runs `pre` sequentially, then `ops[0]` on the main thread and each other op on its own
@@ -97,15 +94,10 @@ fn model(rate: u64, per: u64, burst: u64, pre: &'static [Op], ops: &'static [Op]
         for &op in pre {
             shared(&b, op);
         }
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let b = b.clone();
-                thread::spawn(move || shared(&b, op))
-            })
-            .collect();
-        let mut results = vec![shared(&b, ops[0])];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let results = race(ops, {
+            let b = b.clone();
+            move |_, op| shared(&b, op)
+        });
         let fin = u128::from(b.raw_state());
         assert_linearizable(ops, &results, &fin, |order| {
             let mut tb = TokenBucket::new(rate, Nanos(per), burst).unwrap();
@@ -121,85 +113,26 @@ fn model(rate: u64, per: u64, burst: u64, pre: &'static [Op], ops: &'static [Op]
     });
 }
 
-#[test]
-fn three_acquires_same_instant_never_over_admit() {
+// Rows: `name(rate, per, burst, pre, ops);`.
+model_tests! { model;
     // burst 2: exactly two of three pass, whatever the interleaving.
-    model(
-        1,
-        1_000,
-        2,
-        &[],
-        &[Op::Acquire(0, 1), Op::Acquire(0, 1), Op::Acquire(0, 1)],
-    );
-}
-
-#[test]
-fn mixed_costs_and_instants() {
+    three_acquires_same_instant_never_over_admit(1, 1_000, 2, &[],
+        &[Op::Acquire(0, 1), Op::Acquire(0, 1), Op::Acquire(0, 1)]);
     // A non-integral emission interval (3 per 1000 ns), a clock that differs per thread
     // (one of them behind the others), and a cost equal to the burst.
-    model(
-        3,
-        1_000,
-        3,
-        &[Op::Acquire(0, 1)],
-        &[
-            Op::Acquire(400, 3),
-            Op::Acquire(0, 2),
-            Op::Acquire(1_000, 1),
-        ],
-    );
-}
-
-#[test]
-fn refund_races_acquire_and_peek() {
-    model(
-        1,
-        1_000,
-        2,
-        &[Op::Acquire(0, 2)],
-        &[Op::Refund(0, 1), Op::Acquire(0, 1), Op::Peek(0, 1)],
-    );
-}
-
-#[test]
-fn zero_cost_and_insufficient_capacity_do_not_write() {
-    model(
-        2,
-        1_000,
-        2,
-        &[Op::Acquire(0, 1)],
-        &[Op::Acquire(0, 0), Op::Acquire(0, 3), Op::Acquire(0, 1)],
-    );
-}
-
-#[test]
-fn lean_check_and_try_acquire_race_acquire() {
+    mixed_costs_and_instants(3, 1_000, 3, &[Op::Acquire(0, 1)],
+        &[Op::Acquire(400, 3), Op::Acquire(0, 2), Op::Acquire(1_000, 1)]);
+    refund_races_acquire_and_peek(1, 1_000, 2, &[Op::Acquire(0, 2)],
+        &[Op::Refund(0, 1), Op::Acquire(0, 1), Op::Peek(0, 1)]);
+    zero_cost_and_insufficient_capacity_do_not_write(2, 1_000, 2, &[Op::Acquire(0, 1)],
+        &[Op::Acquire(0, 0), Op::Acquire(0, 3), Op::Acquire(0, 1)]);
     // burst 2, one token used: exactly one of the three gets the last one, whichever path
     // it takes; the others see the same wait as acquire would report.
-    model(
-        3,
-        1_000,
-        2,
-        &[Op::Acquire(0, 1)],
-        &[Op::Check(0, 1), Op::Try(0, 1), Op::Acquire(0, 1)],
-    );
-}
-
-#[test]
-fn lean_paths_with_rewind_and_zero_cost() {
+    lean_check_and_try_acquire_race_acquire(3, 1_000, 2, &[Op::Acquire(0, 1)],
+        &[Op::Check(0, 1), Op::Try(0, 1), Op::Acquire(0, 1)]);
     // A thread behind the others, a cost-0 check (never writes) and a cost above the burst.
-    model(
-        3,
-        1_000,
-        3,
-        &[Op::Check(0, 2)],
-        &[
-            Op::Check(400, 2),
-            Op::Try(0, 1),
-            Op::Check(1_000, 0),
-            Op::Try(0, 4),
-        ],
-    );
+    lean_paths_with_rewind_and_zero_cost(3, 1_000, 3, &[Op::Check(0, 2)],
+        &[Op::Check(400, 2), Op::Try(0, 1), Op::Check(1_000, 0), Op::Try(0, 4)]);
 }
 
 /// A token bucket `(rate, per, burst)` and its single-owner twin for the batch model
@@ -215,28 +148,15 @@ macro_rules! tb_kind {
     };
 }
 
-#[test]
-fn batch_is_atomic_against_acquire() {
+// Rows: `name(kind, ops);`.
+model_tests! { batch_model;
     // burst 2 at one instant: the batch takes both tokens or the single acquire takes
     // one first; the batch also carries a cost-0 query and a cost above the burst.
-    batch_model(
-        tb_kind!(1, 1_000, 2),
-        &[
-            BatchOp::Batch(&[(0, 1), (0, 0), (0, 1), (0, 3), (0, 1)]),
-            BatchOp::Acquire(0, 1),
-        ],
-    );
-}
-
-#[test]
-fn batch_with_rewind_races_two_acquires() {
+    batch_is_atomic_against_acquire(tb_kind!(1, 1_000, 2), &[
+        BatchOp::Batch(&[(0, 1), (0, 0), (0, 1), (0, 3), (0, 1)]),
+        BatchOp::Acquire(0, 1)]);
     // A non-integral interval, a rewind inside the batch, and threads at other instants.
-    batch_model(
-        tb_kind!(3, 1_000, 3),
-        &[
-            BatchOp::Batch(&[(400, 2), (0, 1), (1_000, 2)]),
-            BatchOp::Acquire(0, 2),
-            BatchOp::Acquire(1_000, 1),
-        ],
-    );
+    batch_with_rewind_races_two_acquires(tb_kind!(3, 1_000, 3), &[
+        BatchOp::Batch(&[(400, 2), (0, 1), (1_000, 2)]),
+        BatchOp::Acquire(0, 2), BatchOp::Acquire(1_000, 1)]);
 }

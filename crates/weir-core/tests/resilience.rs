@@ -444,10 +444,10 @@ fn breaker_dead_backend_sees_a_handful_then_recovers_by_itself() {
 
 // ---- std-thread stress (bounded) ----------------------------------------------------------
 
-#[test]
-fn stress_shared_breaker_probe_cap() {
-    const CAP: u32 = 2;
-    let cfg = BreakerConfig {
+/// One failure opens it, a zero cooldown (the next `allow` half-opens), `probes` probes
+/// that never time out.
+fn zero_cooldown(probes: u32) -> BreakerConfig {
+    BreakerConfig {
         consecutive_failures: Some(1),
         cooldown: Cooldown {
             base: Nanos(0),
@@ -455,21 +455,54 @@ fn stress_shared_breaker_probe_cap() {
             multiplier_milli: 1000,
             jitter_ppm: 0,
         },
-        probes: CAP,
-        successes: 3,
+        probes,
         probe_timeout: Nanos::MAX,
         ..BreakerConfig::default()
-    };
+    }
+}
+
+/// A shared breaker on `cfg` (seed 1), opened by one failure at 0.
+fn opened(cfg: BreakerConfig) -> Arc<SharedBreaker> {
     let b = Arc::new(SharedBreaker::new(cfg, 1).unwrap());
-    // open it; with a zero cooldown the next allow half-opens
     let t = b.allow(Nanos(0)).unwrap().ticket;
     b.record_failure(t, Nanos(0), Nanos(0));
-    let live = Arc::new(AtomicI64::new(0));
-    let worst = Arc::new(AtomicI64::new(0));
+    b
+}
+
+/// The probes the threads hold at once, and the most they ever held.
+#[derive(Default)]
+struct LiveProbes {
+    live: AtomicI64,
+    worst: AtomicI64,
+}
+
+impl LiveProbes {
+    /// Counts a probe as live for a moment.
+    fn hold(&self) {
+        let n = self.live.fetch_add(1, Ordering::SeqCst) + 1;
+        self.worst.fetch_max(n, Ordering::SeqCst);
+        core::hint::spin_loop();
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn worst(&self) -> i64 {
+        self.worst.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn stress_shared_breaker_probe_cap() {
+    const CAP: u32 = 2;
+    // open it; with a zero cooldown the next allow half-opens
+    let b = opened(BreakerConfig {
+        successes: 3,
+        ..zero_cooldown(CAP)
+    });
+    let live = Arc::new(LiveProbes::default());
     let closes = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..4)
         .map(|id| {
-            let (b, live, worst, closes) = (b.clone(), live.clone(), worst.clone(), closes.clone());
+            let (b, live, closes) = (b.clone(), live.clone(), closes.clone());
             std::thread::spawn(move || {
                 for i in 0..20_000u64 {
                     let Ok(a) = b.allow(Nanos(1)) else { continue };
@@ -478,10 +511,7 @@ fn stress_shared_breaker_probe_cap() {
                         b.record_failure(a.ticket, Nanos(1), Nanos(0));
                         continue;
                     }
-                    let n = live.fetch_add(1, Ordering::SeqCst) + 1;
-                    worst.fetch_max(n, Ordering::SeqCst);
-                    core::hint::spin_loop();
-                    live.fetch_sub(1, Ordering::SeqCst);
+                    live.hold();
                     match (i + id) % 3 {
                         0 => b.cancel(a.ticket),
                         1 => {
@@ -505,7 +535,7 @@ fn stress_shared_breaker_probe_cap() {
     // Stale probes of an earlier epoch may overlap new ones in `live`, so the exact check is
     // on the packed counter; `worst` is a sanity bound.
     assert!(b.probes_in_flight() <= CAP);
-    assert!(worst.load(Ordering::SeqCst) <= 4);
+    assert!(live.worst() <= 4);
 }
 
 #[test]
@@ -513,34 +543,16 @@ fn stress_shared_breaker_probe_cap_single_epoch() {
     // Probes are only cancelled: the breaker stays in one HALF_OPEN epoch, so the number
     // of live probes observed by the threads must never exceed the cap.
     const CAP: u32 = 3;
-    let cfg = BreakerConfig {
-        consecutive_failures: Some(1),
-        cooldown: Cooldown {
-            base: Nanos(0),
-            max: Nanos(0),
-            multiplier_milli: 1000,
-            jitter_ppm: 0,
-        },
-        probes: CAP,
-        probe_timeout: Nanos::MAX,
-        ..BreakerConfig::default()
-    };
-    let b = Arc::new(SharedBreaker::new(cfg, 1).unwrap());
-    let t = b.allow(Nanos(0)).unwrap().ticket;
-    b.record_failure(t, Nanos(0), Nanos(0));
-    let live = Arc::new(AtomicI64::new(0));
-    let worst = Arc::new(AtomicI64::new(0));
+    let b = opened(zero_cooldown(CAP));
+    let live = Arc::new(LiveProbes::default());
     let threads: Vec<_> = (0..4)
         .map(|_| {
-            let (b, live, worst) = (b.clone(), live.clone(), worst.clone());
+            let (b, live) = (b.clone(), live.clone());
             std::thread::spawn(move || {
                 for _ in 0..50_000 {
                     if let Ok(a) = b.allow(Nanos(1)) {
                         assert!(a.ticket.is_probe());
-                        let n = live.fetch_add(1, Ordering::SeqCst) + 1;
-                        worst.fetch_max(n, Ordering::SeqCst);
-                        core::hint::spin_loop();
-                        live.fetch_sub(1, Ordering::SeqCst);
+                        live.hold();
                         b.cancel(a.ticket);
                     }
                 }
@@ -550,7 +562,7 @@ fn stress_shared_breaker_probe_cap_single_epoch() {
     for t in threads {
         t.join().unwrap();
     }
-    assert!(worst.load(Ordering::SeqCst) <= i64::from(CAP));
+    assert!(live.worst() <= i64::from(CAP));
     assert_eq!(b.probes_in_flight(), 0);
     assert_eq!(b.state(Nanos(1)), BreakerState::HalfOpen);
 }

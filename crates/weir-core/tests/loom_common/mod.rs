@@ -58,6 +58,41 @@ pub(crate) fn assert_linearizable<
     );
 }
 
+/// Runs `f(i, ops[i])` for every op: each op after the first on a thread of its own
+/// (spawned first), `ops[0]` on the model's own thread; the results in op order.
+pub(crate) fn race<T, R, F>(ops: &'static [T], f: F) -> Vec<R>
+where
+    T: Copy + Send + 'static,
+    R: Send + 'static,
+    F: Fn(usize, T) -> R + Clone + Send + 'static,
+{
+    let handles: Vec<_> = (1..ops.len())
+        .map(|i| {
+            let f = f.clone();
+            let op = ops[i];
+            thread::spawn(move || f(i, op))
+        })
+        .collect();
+    let mut results = vec![f(0, ops[0])];
+    results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+    results
+}
+
+/// A table of models: each row `name(args…);` (attributes and doc comments allowed)
+/// becomes a `#[test] fn name()` calling `$model(args…)`.
+#[allow(unused_macros)]
+macro_rules! model_tests {
+    ($model:expr; $($(#[$m:meta])* $name:ident($($arg:expr),* $(,)?);)*) => {$(
+        $(#[$m])*
+        #[test]
+        fn $name() {
+            $model($($arg),*)
+        }
+    )*};
+}
+#[allow(unused_imports)]
+pub(crate) use model_tests;
+
 /// One operation: a whole `acquire_batch` or a single `acquire`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum BatchOp {
@@ -127,15 +162,10 @@ where
     } = kind;
     loom::model(move || {
         let s = Arc::new(shared());
-        let handles: Vec<_> = ops[1..]
-            .iter()
-            .map(|&op| {
-                let s = s.clone();
-                thread::spawn(move || run(&*s, op))
-            })
-            .collect();
-        let mut results = vec![run(&*s, ops[0])];
-        results.extend(handles.into_iter().map(|h| h.join().unwrap()));
+        let results = race(ops, {
+            let s = s.clone();
+            move |_, op| run(&*s, op)
+        });
         let observed: Vec<_> = results.into_iter().flatten().collect();
         let fin = Some(shared_word(&s));
         assert_linearizable(&events, &observed, &fin, |order| {
