@@ -162,6 +162,14 @@ pub struct Cooldown {
 }
 
 impl Cooldown {
+    /// No cooldown at all: the first `allow` after a trip half-opens (tests, simulations).
+    pub const NONE: Cooldown = Cooldown {
+        base: Nanos(0),
+        max: Nanos(0),
+        multiplier_milli: MULTIPLIER_ONE,
+        jitter_ppm: 0,
+    };
+
     fn validate(&self) -> Result<(), ConfigError> {
         if self.base > self.max {
             return Err(ConfigError::Order {
@@ -1312,12 +1320,7 @@ mod loom_tests {
         loom::model(|| {
             let cfg = BreakerConfig {
                 consecutive_failures: Some(1),
-                cooldown: Cooldown {
-                    base: Nanos(0),
-                    max: Nanos(0),
-                    multiplier_milli: 1000,
-                    jitter_ppm: 0,
-                },
+                cooldown: Cooldown::NONE,
                 probes: 1,
                 ..BreakerConfig::default()
             };

@@ -211,19 +211,30 @@ impl Algorithm for LeakyBucketConfig {
 /// A single-owner leaky bucket (`&mut self`); see the [module docs](self).
 pub type LeakyBucket = Limiter<LeakyBucketConfig>;
 
+/// `new(rate, per, burst, delay, nodelay)` of a leaky-bucket form built by `$from` from
+/// its [`LeakyBucketConfig`].
+macro_rules! new_from_params {
+    ($doc:literal, $from:path) => {
+        #[doc = $doc]
+        pub fn new(
+            rate: u64,
+            per: Nanos,
+            burst: u64,
+            delay: u64,
+            nodelay: bool,
+        ) -> Result<Self, ConfigError> {
+            Ok($from(LeakyBucketConfig::new(
+                rate, per, burst, delay, nodelay,
+            )?))
+        }
+    };
+}
+
 impl Limiter<LeakyBucketConfig> {
-    /// An idle leaky bucket; parameters as in [`LeakyBucketConfig::new`].
-    pub fn new(
-        rate: u64,
-        per: Nanos,
-        burst: u64,
-        delay: u64,
-        nodelay: bool,
-    ) -> Result<Self, ConfigError> {
-        Ok(Limiter::from_algorithm(LeakyBucketConfig::new(
-            rate, per, burst, delay, nodelay,
-        )?))
-    }
+    new_from_params!(
+        "An idle leaky bucket; parameters as in [`LeakyBucketConfig::new`].",
+        Limiter::from_algorithm
+    );
 }
 
 impl WordStep for LeakyBucketConfig {
@@ -333,18 +344,10 @@ impl LocalRun for LeakyBucketConfig {
 pub type SharedLeakyBucket = Shared<LeakyBucketConfig>;
 
 impl Shared<LeakyBucketConfig> {
-    /// An idle bucket; parameters as in [`LeakyBucketConfig::new`].
-    pub fn new(
-        rate: u64,
-        per: Nanos,
-        burst: u64,
-        delay: u64,
-        nodelay: bool,
-    ) -> Result<Self, ConfigError> {
-        Ok(Self::from_config(LeakyBucketConfig::new(
-            rate, per, burst, delay, nodelay,
-        )?))
-    }
+    new_from_params!(
+        "An idle bucket; parameters as in [`LeakyBucketConfig::new`].",
+        Self::from_config
+    );
     /// Makes the bucket idle at `now`.
     pub fn reset(&self, now: Nanos) {
         self.word

@@ -449,12 +449,7 @@ fn breaker_dead_backend_sees_a_handful_then_recovers_by_itself() {
 fn zero_cooldown(probes: u32) -> BreakerConfig {
     BreakerConfig {
         consecutive_failures: Some(1),
-        cooldown: Cooldown {
-            base: Nanos(0),
-            max: Nanos(0),
-            multiplier_milli: 1000,
-            jitter_ppm: 0,
-        },
+        cooldown: Cooldown::NONE,
         probes,
         probe_timeout: Nanos::MAX,
         ..BreakerConfig::default()
