@@ -70,6 +70,9 @@ mod store;
 mod text;
 mod timer;
 
+// Identity runs first: it feeds the rate limit's `consumer` and `claim:NAME` key parts.
+pub(crate) mod auth;
+
 // One folder per policy: `layer.rs` (config + compile step), `service.rs` (runtime +
 // per-request step), `mod.rs` re-exports only.
 pub(crate) mod breaker;
@@ -86,6 +89,8 @@ mod flow;
 pub mod policy;
 mod runtime;
 
+#[doc(hidden)]
+pub use check::__set_test_env;
 pub use check::ConfigError;
 pub use descriptor::Headers;
 pub use dur::Dur;
