@@ -509,3 +509,27 @@ fn consumer_and_claim_key_parts_need_auth() {
     assert!(set.describe().contains("key [consumer, claim:tenant]"));
     assert!(set.describe().contains("identity users: jwt, 2 key(s)"));
 }
+
+#[test]
+fn fuzz_entry_never_panics_on_seeds_and_mutations() {
+    let good = sign(Algorithm::RS256, Some("rsa-a"), &claims());
+    let jwks = std::fs::read_to_string(testdata("test-only.jwks.json")).unwrap();
+    let mut inputs: Vec<Vec<u8>> = vec![
+        good.clone().into_bytes(),
+        jwks.into_bytes(),
+        b"".to_vec(),
+        b"..".to_vec(),
+        b"eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.".to_vec(),
+        b"[[keys]]\nconsumer = \"a\"\nsha256 = \"00\"\n".to_vec(),
+    ];
+    // Truncations and byte flips of a real token.
+    for i in (0..good.len()).step_by(7) {
+        inputs.push(good.as_bytes()[..i].to_vec());
+        let mut m = good.clone().into_bytes();
+        m[i] ^= 0x20;
+        inputs.push(m);
+    }
+    for i in inputs {
+        crate::fuzz_token(&i);
+    }
+}
