@@ -79,7 +79,6 @@ pub struct Demo {
     blue: DemoUpstream,
     green: DemoUpstream,
     config_path: PathBuf,
-    jwks_path: PathBuf,
 }
 
 impl Demo {
@@ -98,8 +97,8 @@ impl Demo {
         let green = up("green", weir_demo::DEFAULT_GREEN_ADDR)?;
         let config_path =
             std::env::temp_dir().join(format!("weir-demo-{}.toml", std::process::id()));
-        let jwks_path =
-            std::env::temp_dir().join(format!("weir-demo-{}.jwks.json", std::process::id()));
+        // Next to the config: `weir-demo-PID.jwks.json` (removed with it).
+        let jwks_path = config_path.with_extension("jwks.json");
         let write = |p: &Path, text: &str| {
             std::fs::write(p, text)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
@@ -111,7 +110,6 @@ impl Demo {
             blue,
             green,
             config_path,
-            jwks_path,
         })
     }
 
@@ -160,7 +158,7 @@ impl Demo {
 impl Drop for Demo {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.config_path);
-        let _ = std::fs::remove_file(&self.jwks_path);
+        let _ = std::fs::remove_file(self.config_path.with_extension("jwks.json"));
     }
 }
 
