@@ -7,6 +7,12 @@
 //! actually bound, so the demo and the documented example cannot drift apart. It is written
 //! to a temporary file for the demo's lifetime, so that `POST /admin/reload` works in demo
 //! mode too.
+//!
+//! On top of the example, the demo has one authenticated route, `/echo` (`[routes.auth]` with
+//! a demo-only Ed25519 JWKS written next to the config, a limit of 5 per minute per verified
+//! consumer): its curl line carries [`DEMO_TOKEN`], a ready-made token for `demo-user`. The
+//! private key that signed it was discarded; make your own with docs/CONFIG.md's worked
+//! example.
 
 use core::fmt::Write as _;
 use core::net::SocketAddr;
@@ -24,6 +30,47 @@ pub fn config(blue: SocketAddr, green: SocketAddr) -> String {
     EXAMPLE
         .replace(weir_demo::DEFAULT_BLUE_ADDR, &blue.to_string())
         .replace(weir_demo::DEFAULT_GREEN_ADDR, &green.to_string())
+}
+
+/// The demo identity's public key (Ed25519, `kid` `demo-1`): demo only, trust it nowhere.
+pub const DEMO_JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"demo-1","alg":"EdDSA","use":"sig","x":"U2StSb19VJJ5e1yx1qMJA5FvMJY_NKMi9Dnm77jnoII"}]}"#;
+
+/// A token for `demo-user` (scope `read`, issuer and audience `weir-demo`, expires in
+/// 2100), signed by the key of [`DEMO_JWKS`].
+pub const DEMO_TOKEN: &str = "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCIsImtpZCI6ImRlbW8tMSJ9.eyJzdWIiOiJkZW1vLXVzZXIiLCJzY29wZSI6InJlYWQiLCJpc3MiOiJ3ZWlyLWRlbW8iLCJhdWQiOiJ3ZWlyLWRlbW8iLCJleHAiOjQxMDI0NDQ4MDB9.GxwekLsuB71MYXzbX1Y47maD0KPt-jyKSZa44FQu2jPSHF_DkMl8CdyW77zTYY6phSQOi-fvUP-AAFerDyNRAg";
+
+/// The demo's authenticated route, appended to the example config (`jwks` is the path of
+/// the written [`DEMO_JWKS`]).
+pub fn auth_routes(jwks: &Path) -> String {
+    format!(
+        r#"
+# --demo only: GET /echo needs a verified caller; 5 per minute per consumer; the upstream
+# sees the verified subject in x-weir-consumer.
+[[identities]]
+name = "demo-users"
+kind = "jwt"
+jwks = {jwks:?}
+algorithms = ["EdDSA"]
+issuer = "weir-demo"
+audience = "weir-demo"
+
+[[routes]]
+id = "echo"
+match = {{ path_prefix = "/echo" }}
+upstream = "blue"
+
+[routes.auth]
+identity = "demo-users"
+scopes = ["read"]
+
+[routes.rate_limit]
+algorithm = "token_bucket"
+rate = 5
+per = "1m"
+key = ["consumer"]
+"#,
+        jwks = jwks.display().to_string()
+    )
 }
 
 /// The running demo upstreams and the config file routed to them. Dropping it stops the
@@ -50,8 +97,15 @@ impl Demo {
         let green = up("green", weir_demo::DEFAULT_GREEN_ADDR)?;
         let config_path =
             std::env::temp_dir().join(format!("weir-demo-{}.toml", std::process::id()));
-        std::fs::write(&config_path, config(blue.addr(), green.addr()))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config_path.display())))?;
+        // Next to the config: `weir-demo-PID.jwks.json` (removed with it).
+        let jwks_path = config_path.with_extension("jwks.json");
+        let write = |p: &Path, text: &str| {
+            std::fs::write(p, text)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+        };
+        write(&jwks_path, DEMO_JWKS)?;
+        let text = config(blue.addr(), green.addr()) + &auth_routes(&jwks_path);
+        write(&config_path, &text)?;
         Ok(Demo {
             blue,
             green,
@@ -82,6 +136,12 @@ impl Demo {
             format!("curl -i {u}/slow                    # 504 after the 500 ms total budget"),
             format!("curl -i -X POST -d '{{}}' {u}/orders  # proxied once, never retried"),
             format!("curl -i {u}/nowhere                 # 404 no_route"),
+            format!(
+                "curl -i {u}/echo                    # 401 unauthenticated (WWW-Authenticate: Bearer)"
+            ),
+            format!(
+                "curl -i -H 'authorization: Bearer {DEMO_TOKEN}' {u}/echo   # 200 as demo-user, 5 per minute"
+            ),
         ];
         for line in lines {
             let _ = writeln!(s, "  {line}");
@@ -98,6 +158,7 @@ impl Demo {
 impl Drop for Demo {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.config_path);
+        let _ = std::fs::remove_file(self.config_path.with_extension("jwks.json"));
     }
 }
 
@@ -117,5 +178,38 @@ mod tests {
         for route in ["ok", "flaky", "slow", "orders"] {
             assert!(described.contains(route), "{route}: {described}");
         }
+    }
+
+    #[test]
+    fn the_demo_token_passes_the_demo_route() {
+        use weir_policy::{Admission, RequestInfo, Timer};
+        struct NoWait;
+        impl Timer for NoWait {
+            async fn sleep(&self, _d: core::time::Duration) {}
+        }
+        let dir = std::env::temp_dir().join(format!("weir-demo-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jwks = dir.join("demo.jwks.json");
+        std::fs::write(&jwks, DEMO_JWKS).unwrap();
+        let a = SocketAddr::from(([127, 0, 0, 1], 1));
+        let text =
+            config(a, a).replace("access = \"stdout\"", "access = \"off\"") + &auth_routes(&jwks);
+        let engine = weir_policy::Engine::from_toml(&text, "demo.toml").unwrap();
+        let admit = |headers: &[(&str, &str)]| {
+            let req = RequestInfo {
+                method: "GET",
+                path: "/echo",
+                headers: &headers,
+                client_ip: None,
+                body_len: Some(0),
+            };
+            let mut f = engine.begin(&req);
+            let r = weir_policy::__block_on(f.admit(&NoWait));
+            matches!(r, Admission::Proceed)
+        };
+        let bearer = format!("Bearer {DEMO_TOKEN}");
+        assert!(admit(&[("authorization", bearer.as_str())]));
+        assert!(!admit(&[]));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -124,6 +124,41 @@ pub fn main<X: Args>(
     })
 }
 
+/// `SIGHUP` reloads the config like `POST /admin/reload` (nginx's `-s reload` habit), on a
+/// thread of its own; the outcome goes to stderr as `BIN: SIGHUP: reloaded, revision N` or
+/// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
+/// engine has its store.
+///
+/// # Errors
+/// The handler cannot be installed.
+pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+        .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
+    std::thread::Builder::new()
+        .name("weir-sighup".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                eprintln!("{bin}: {}", sighup_reload(&engine));
+                for n in engine.take_notices() {
+                    eprintln!("{bin}: {n}");
+                }
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// One SIGHUP's reload and the line it prints.
+fn sighup_reload(engine: &Engine) -> String {
+    match engine.reload() {
+        Ok(rev) => format!("SIGHUP: reloaded, revision {rev}"),
+        Err(e) => format!(
+            "SIGHUP: reload failed: {e}; revision {} keeps serving",
+            engine.revision()
+        ),
+    }
+}
+
 /// What to do after [`prepare`].
 pub enum Ready {
     /// `--check` ran and printed its verdict: exit with this code.

@@ -134,12 +134,23 @@ impl Gateway {
     /// again on fresh ports (up to [`START_ATTEMPTS`] times). Any other failure panics with
     /// the process's stderr.
     pub fn start_with(bin: &Path, config: &str, extra: &[&str]) -> Gateway {
+        Self::start_with_env(bin, config, extra, &[])
+    }
+
+    /// [`start_with`](Self::start_with) with extra environment variables for the process
+    /// (e.g. `secret_env` / `admin_token_env` values).
+    pub fn start_with_env(
+        bin: &Path,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let dir = scratch_dir();
         let config_path = dir.join("gateway.toml");
         std::fs::write(&config_path, config).expect("write config");
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::try_start(bin, &config_path, extra) {
+            match Self::try_start(bin, &config_path, extra, env) {
                 Ok(gw) => return gw,
                 Err(Fail::AddrInUse(stderr)) => last = stderr,
                 Err(Fail::Other(msg)) => panic!("{msg}"),
@@ -151,7 +162,12 @@ impl Gateway {
         );
     }
 
-    fn try_start(bin: &Path, config_path: &Path, extra: &[&str]) -> Result<Gateway, Fail> {
+    fn try_start(
+        bin: &Path,
+        config_path: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Gateway, Fail> {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut child = Command::new(bin)
@@ -160,6 +176,7 @@ impl Gateway {
             .args(["--listen", &addr.to_string(), "--admin", &admin.to_string()])
             .args(["--workers", "1"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -219,6 +236,20 @@ impl Gateway {
         let mut c = Client::connect(self.admin)?;
         let raw = format!("{method} {path} HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\n\r\n");
         c.exchange(raw.as_bytes(), method == "HEAD")
+    }
+
+    /// One admin request with extra header lines (each "name: value"; panics on I/O errors).
+    pub fn admin_with(&self, method: &str, path: &str, headers: &[&str]) -> Resp {
+        let mut c =
+            Client::connect(self.admin).unwrap_or_else(|e| panic!("admin {method} {path}: {e}"));
+        let mut raw = format!("{method} {path} HTTP/1.1\r\nhost: admin\r\ncontent-length: 0\r\n");
+        for h in headers {
+            raw.push_str(h);
+            raw.push_str("\r\n");
+        }
+        raw.push_str("\r\n");
+        c.exchange(raw.as_bytes(), method == "HEAD")
+            .unwrap_or_else(|e| panic!("admin {method} {path}: {e}"))
     }
 
     /// One admin request (panics on I/O errors).

@@ -66,6 +66,9 @@ macro_rules! suite {
             slowloris_trickle_gets_408,
             missing_host_accepted_duplicate_host_400,
             bad_chunk_after_forwarding_counted_once,
+            auth_limits_by_verified_consumer_and_failures_consume_nothing,
+            admin_token_required_read_only_and_sighup_reload,
+            non_loopback_admin_without_token_refused,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

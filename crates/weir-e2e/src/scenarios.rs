@@ -1565,3 +1565,253 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
         "upstream saw exactly the admitted"
     );
 }
+
+const JWT_SECRET: &str = "e2e-hs256-secret-test-only";
+const ADMIN_TOKEN: &str = "e2e-admin-token-test-only";
+
+/// An HS256 token for `sub` with `scope`, valid for 10 minutes.
+fn hs256(sub: &str, scope: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({"sub": sub, "scope": scope, "iss": "e2e", "exp": now + 600}),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+fn jwt_identity() -> &'static str {
+    "[[identities]]\nname = \"users\"\nkind = \"jwt\"\nsecret_env = \"WEIR_E2E_JWT_SECRET\"\nissuer = \"e2e\"\n\n"
+}
+
+/// Identity (docs/CONFIG.md, "Identities"): a per-consumer limit keyed by the verified
+/// subject; a forged consumer header is replaced upstream and buys no fresh bucket; 401 /
+/// 403 with their `WWW-Authenticate` consume nothing; no credential in any output.
+pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path) {
+    let dir = crate::harness::scratch_dir();
+    let log_path = dir.join("access.log");
+    let blue = demo("blue");
+    let routes = format!(
+        "{}{}[routes.auth]\nidentity = \"users\"\nscopes = [\"read\"]\n\n\
+         [routes.rate_limit]\nalgorithm = \"fixed_window\"\nlimit = 2\nwindow = \"1h\"\nkey = [\"consumer\"]\n\n\
+         [routes.concurrency]\nmax = 1\n\n[log]\naccess = {:?}\n",
+        jwt_identity(),
+        route("api", "/echo", "blue"),
+        log_path.display().to_string()
+    );
+    let gw = Gateway::start_with_env(
+        bin,
+        &config(&[("blue", blue.addr())], &routes),
+        &[],
+        &[("WEIR_E2E_JWT_SECRET", JWT_SECRET)],
+    );
+    let alice = hs256("alice", "read");
+    let bob = hs256("bob", "read write");
+    let carol = hs256("carol", "write");
+    let forged = format!("{}x", hs256("alice", "read"));
+    for _ in 0..4 {
+        let r = client::get(gw.addr, "/echo", &[]);
+        assert_gateway_made(&r, 401, "unauthenticated");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{r:?}");
+        let r = client::get(
+            gw.addr,
+            "/echo",
+            &[&format!("authorization: Bearer {forged}")],
+        );
+        assert_gateway_made(&r, 401, "invalid_token");
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer error=\"invalid_token\""),
+            "{r:?}"
+        );
+        assert!(!r.text().contains(&forged), "token echoed: {r:?}");
+        let r = client::get(
+            gw.addr,
+            "/echo",
+            &[&format!("authorization: Bearer {carol}")],
+        );
+        assert_gateway_made(&r, 403, "insufficient_scope");
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer error=\"insufficient_scope\", scope=\"read\""),
+            "{r:?}"
+        );
+    }
+    // The limit (2 per consumer) is untouched by the 12 failures.
+    let auth_alice = format!("authorization: Bearer {alice}");
+    for i in 0..2 {
+        let r = client::get(
+            gw.addr,
+            "/echo?token=s3cr3t-query",
+            &[
+                &auth_alice,
+                "x-weir-consumer: bob",
+                "x-weir-consumer: mallory",
+            ],
+        );
+        assert_eq!(r.status, 200, "alice #{i}: {r:?}");
+        let t = r.text();
+        assert!(t.contains("[\"x-weir-consumer\",\"alice\"]"), "{t}");
+        assert!(
+            !t.contains("mallory") && !t.contains("\"bob\""),
+            "forged header kept: {t}"
+        );
+    }
+    let r = client::get(gw.addr, "/echo", &[&auth_alice, "x-weir-consumer: mallory"]);
+    assert_gateway_made(&r, 429, "rate_limited");
+    let r = client::get(gw.addr, "/echo", &[&format!("authorization: Bearer {bob}")]);
+    assert_eq!(r.status, 200, "bob has his own budget: {r:?}");
+
+    let m = metrics_when(
+        &gw,
+        &[
+            ("weir_auth_total{route=\"api\",result=\"ok\"}", 4.0),
+            ("weir_auth_total{route=\"api\",result=\"missing\"}", 4.0),
+            (
+                "weir_auth_total{route=\"api\",result=\"invalid_token\"}",
+                4.0,
+            ),
+            (
+                "weir_auth_total{route=\"api\",result=\"insufficient_scope\"}",
+                4.0,
+            ),
+        ],
+    );
+    for (series, v) in [
+        ("weir_auth_total{route=\"api\",result=\"ok\"}", 4.0),
+        ("weir_auth_total{route=\"api\",result=\"missing\"}", 4.0),
+        (
+            "weir_auth_total{route=\"api\",result=\"invalid_token\"}",
+            4.0,
+        ),
+        (
+            "weir_auth_total{route=\"api\",result=\"insufficient_scope\"}",
+            4.0,
+        ),
+        (
+            "weir_requests_total{route=\"api\",outcome=\"rate_limited\"}",
+            1.0,
+        ),
+    ] {
+        assert_eq!(metric(&m, series), Some(v), "{series}:\n{m}");
+    }
+    let log = wait_for_log(
+        || std::fs::read_to_string(&log_path).unwrap_or_default(),
+        "\"status\":429",
+    );
+    assert!(log.contains("\"consumer_digest\":\""), "{log}");
+    let outputs = [log, m, gw.stdout_text(), gw.stderr_text()];
+    for out in &outputs {
+        for secret in [
+            alice.as_str(),
+            bob.as_str(),
+            carol.as_str(),
+            forged.as_str(),
+            JWT_SECRET,
+            "s3cr3t-query",
+            "Bearer ",
+            "alice",
+        ] {
+            assert!(!out.contains(secret), "{secret:?} in an output:\n{out}");
+        }
+    }
+    drop(gw);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Admin access (docs/HTTP.md, "Admin API"): with `admin_token_env`, everything but
+/// `GET /healthz` needs the Bearer token; `admin_read_only` refuses every POST, and SIGHUP
+/// still reloads (the outcome on stderr).
+pub fn admin_token_required_read_only_and_sighup_reload(bin: &Path) {
+    let blue = demo("blue");
+    let ups = [("blue", blue.addr())];
+    let server = "admin_token_env = \"WEIR_E2E_ADMIN_TOKEN\"\nadmin_read_only = true\n";
+    let gw = Gateway::start_with_env(
+        bin,
+        &config_with(&ups, &route("ok", "/ok", "blue"), server),
+        &[],
+        &[("WEIR_E2E_ADMIN_TOKEN", ADMIN_TOKEN)],
+    );
+    assert_eq!(gw.admin("GET", "/healthz").status, 200);
+    let good = format!("authorization: Bearer {ADMIN_TOKEN}");
+    for (m, p) in [
+        ("GET", "/metrics"),
+        ("GET", "/admin/config"),
+        ("POST", "/admin/reload"),
+    ] {
+        let r = gw.admin(m, p);
+        assert_eq!(r.status, 401, "{m} {p}: {r:?}");
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{r:?}");
+        let r = gw.admin_with(m, p, &["authorization: Bearer wrong-token"]);
+        assert_eq!(r.status, 401, "{m} {p} wrong token: {r:?}");
+    }
+    assert_eq!(gw.admin_with("GET", "/metrics", &[&good]).status, 200);
+    let cfg = gw.admin_with("GET", "/admin/config", &[&good]);
+    assert_eq!(cfg.status, 200, "{cfg:?}");
+    assert!(!cfg.text().contains(ADMIN_TOKEN), "{}", cfg.text());
+    let r = gw.admin_with("POST", "/admin/reload", &[&good]);
+    assert_eq!(r.status, 405, "read-only: {r:?}");
+    // Reload by SIGHUP: a new route serves, the outcome is on stderr.
+    let routes = format!(
+        "{}{}",
+        route("ok", "/ok", "blue"),
+        route("new", "/stats", "blue")
+    );
+    std::fs::write(&gw.config_path, config_with(&ups, &routes, server)).unwrap();
+    gw.signal("HUP");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !gw.stderr_text().contains("SIGHUP: reloaded, revision 2") {
+        assert!(Instant::now() < until, "stderr:\n{}", gw.stderr_text());
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(client::get(gw.addr, "/stats", &[]).reason(), "no_route");
+    std::fs::write(&gw.config_path, "[server]\nlisten = 42\n").unwrap();
+    gw.signal("HUP");
+    while !gw.stderr_text().contains("revision 2 keeps serving") {
+        assert!(Instant::now() < until, "stderr:\n{}", gw.stderr_text());
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
+    for out in [gw.stdout_text(), gw.stderr_text()] {
+        assert!(
+            !out.contains(ADMIN_TOKEN),
+            "admin token in an output:\n{out}"
+        );
+    }
+}
+
+/// A non-loopback `admin` address without `admin_token_env` is a config error: `--check`
+/// fails naming the key, and so does start-up.
+pub fn non_loopback_admin_without_token_refused(bin: &Path) {
+    let dir = crate::harness::scratch_dir();
+    let path = dir.join("open-admin.toml");
+    let port = crate::harness::free_port();
+    let text = config_with(
+        &[("blue", dead_addr())],
+        &route("ok", "/ok", "blue"),
+        &format!("admin = \"0.0.0.0:{port}\"\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for args in [&["--check"][..], &["--listen", "127.0.0.1:0"][..]] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted: {err}");
+        assert!(
+            err.contains("server.admin") && err.contains("admin_token_env"),
+            "{args:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -78,7 +78,19 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
             left = left.saturating_sub(k as u64);
         }
     }
-    let resp = engine.admin(head.method(), head.path());
+    // Only the credential is handed over (admin_token_env); it is never logged.
+    let auth: Vec<(String, String)> = head
+        .headers()
+        .get("authorization")
+        .map(|v| {
+            (
+                "authorization".to_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .into_iter()
+        .collect();
+    let resp = engine.admin_with(head.method(), head.path(), &auth);
     // The engine re-attaches its store on reload itself; it only reports what it did.
     for n in engine.take_notices() {
         eprintln!("weir-gateway: {n}");

@@ -25,14 +25,30 @@ impl AdminApp {
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         while let Ok(Some(_)) = session.read_request_body().await {}
-        let (method, path) = {
+        let (method, path, auth) = {
             let req = session.req_header();
-            (req.method.as_str().to_owned(), req.uri.path().to_owned())
+            // Only the credential is handed over (admin_token_env); it is never logged.
+            let auth: Vec<(String, String)> = req
+                .headers
+                .get(http::header::AUTHORIZATION)
+                .map(|v| {
+                    (
+                        "authorization".to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .into_iter()
+                .collect();
+            (
+                req.method.as_str().to_owned(),
+                req.uri.path().to_owned(),
+                auth,
+            )
         };
         let engine = self.engine.clone();
         // Reload reads and compiles a file: keep it off the event loop.
         let resp = tokio::task::spawn_blocking(move || {
-            let resp = engine.admin(&method, &path);
+            let resp = engine.admin_with(&method, &path, &auth);
             // The engine re-attaches its store on reload itself; it only reports what it did.
             for n in engine.take_notices() {
                 eprintln!("weir-pingora: {n}");

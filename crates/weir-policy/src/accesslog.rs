@@ -37,6 +37,9 @@ pub(crate) struct Record {
     pub status: u16,
     pub reason: Option<Outcome>,
     pub key_digest: Option<String>,
+    /// A digest of the verified consumer (routes with `[routes.auth]`), never the raw value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer_digest: Option<String>,
     pub scope: Option<&'static str>,
     pub remaining: Option<u64>,
     pub attempts: Vec<AttemptRec>,
@@ -203,6 +206,7 @@ mod tests {
             status: 200,
             reason: None,
             key_digest: None,
+            consumer_digest: None,
             scope: None,
             remaining: Some(1),
             attempts: vec![AttemptRec {

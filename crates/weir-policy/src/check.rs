@@ -223,3 +223,32 @@ pub(crate) fn is_token(s: &str) -> bool {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
+
+static TEST_ENV: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// For tests in one process (edition 2024 makes `std::env::set_var` unsafe and the
+/// workspace forbids unsafe code): a value the config's `secret_env` / `admin_token_env`
+/// see before the real environment. Never used by the frontends.
+#[doc(hidden)]
+pub fn __set_test_env(name: &str, value: &str) {
+    let mut v = TEST_ENV.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|(k, _)| k != name);
+    v.push((name.to_string(), value.to_string()));
+}
+
+/// An environment variable named by the config (test values first).
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    let v = TEST_ENV.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, val)) = v.iter().find(|(k, _)| k == name) {
+        return Some(val.clone());
+    }
+    drop(v);
+    std::env::var(name).ok()
+}
+
+/// SHA-256 of a secret (API keys, the admin token): what is kept and compared, in constant
+/// time, instead of the secret.
+pub(crate) fn sha256(secret: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret).into()
+}

@@ -22,6 +22,17 @@ use std::net::IpAddr;
 pub trait Headers {
     /// The first value of header `name` (given lowercase), if present.
     fn get(&self, name: &str) -> Option<&[u8]>;
+
+    /// The verified consumer (key part `consumer`). Only the engine's own wrapper, made
+    /// after `[routes.auth]` verified the request, answers; a frontend's headers never do.
+    fn consumer(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// A string claim of the verified token (key part `claim:NAME`); as [`Headers::consumer`].
+    fn claim(&self, _name: &str) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl Headers for [(&str, &str)] {
@@ -148,6 +159,8 @@ fn for_each_part(
                 ip_text = ip.to_string();
                 ip_text.as_bytes()
             }),
+            KeyPart::Consumer => headers.consumer(),
+            KeyPart::Claim(c) => headers.claim(c),
         };
         let value = match value {
             Some(v) if !v.is_empty() => v,

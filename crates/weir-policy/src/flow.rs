@@ -1,6 +1,8 @@
 //! One request through the engine: admission, attempts, the final response, the record.
 //!
-//! [`Flow::admit`] is the sequence of the route's policy steps — rate limit
+//! [`Flow::admit`] is the sequence of the route's policy steps — auth
+//! ([`crate::auth::service`], decided in [`Flow::begin`](crate::Engine::begin) because the
+//! rate-limit key may name the verified consumer), rate limit
 //! ([`crate::ratelimit::service`]), concurrency ([`crate::concurrency::service`]), breaker
 //! ([`crate::breaker::service`]) — and [`Flow::on_attempt`] asks the retry step
 //! ([`crate::retry::service`]). The flow itself only carries the request's state between
@@ -8,6 +10,7 @@
 
 use crate::accesslog::{AttemptRec, Record, now_rfc3339};
 pub use crate::attempt::AttemptResult;
+use crate::auth::service::{Verified, authenticate, result_label, unix_now};
 use crate::concurrency::service::Permit;
 use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
 use crate::dur::secs_ceil;
@@ -95,6 +98,32 @@ struct RateState {
     headers: Vec<(&'static str, HeaderText)>,
 }
 
+/// The auth step's part of a request.
+#[derive(Default)]
+struct AuthState {
+    verified: Option<Arc<Verified>>,
+    /// `WWW-Authenticate` of a failure.
+    challenge: Option<String>,
+}
+
+/// The frontend's headers with the verified identity's key parts.
+struct WithIdentity<'a> {
+    headers: &'a dyn Headers,
+    verified: Option<&'a Verified>,
+}
+
+impl Headers for WithIdentity<'_> {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.headers.get(name)
+    }
+    fn consumer(&self) -> Option<&[u8]> {
+        self.verified.map(|v| v.consumer.as_bytes())
+    }
+    fn claim(&self, name: &str) -> Option<&[u8]> {
+        self.verified?.claim(name).map(str::as_bytes)
+    }
+}
+
 /// The attempt in progress.
 struct AttemptState {
     number: u32,
@@ -122,6 +151,7 @@ pub struct Flow {
     deadline: Deadline,
     /// Decided before admission (no route, a key error).
     early: Option<Outcome>,
+    auth: AuthState,
     rate: RateState,
     permit: Option<Permit>,
     ticket: Option<Ticket>,
@@ -174,6 +204,7 @@ impl Flow {
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
             early: None,
+            auth: AuthState::default(),
             rate: RateState::default(),
             permit: None,
             ticket: None,
@@ -205,12 +236,32 @@ impl Flow {
                 .is_some_and(|v| !v.is_empty());
         let replayable = req.body_len.is_some_and(|n| n <= p.retry.max_replay_bytes);
         f.retry = Some(route.retry.start(idempotent, replayable, rng));
+        // Auth first: a request that fails it consumes nothing anywhere.
+        if let Some(a) = &p.auth {
+            let res = authenticate(a, req.headers, unix_now());
+            route
+                .metrics
+                .auth(result_label(res.as_ref().err().map(|e| e.outcome)));
+            match res {
+                Ok(v) => f.auth.verified = Some(v),
+                Err(fail) => {
+                    f.early = Some(fail.outcome);
+                    f.auth.challenge = Some(fail.challenge);
+                    f.route = Some(route);
+                    return f;
+                }
+            }
+        }
+        let with_identity = WithIdentity {
+            headers: req.headers,
+            verified: f.auth.verified.as_deref(),
+        };
         if let Some(rl) = &p.rate_limit {
             match descriptor::build(
                 rl,
                 &p.id,
                 req.method,
-                req.headers,
+                &with_identity,
                 req.client_ip,
                 f.shared.table_key,
             ) {
@@ -309,7 +360,11 @@ impl Flow {
     /// Waits use `timer` and count against the total deadline.
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
         if let Some(o) = self.early {
-            return Admission::Respond(self.reject_with(o, &[]));
+            let mut r = self.reject_with(o, &[]);
+            if let Some(c) = self.auth.challenge.take() {
+                r.headers.push(("www-authenticate", c));
+            }
+            return Admission::Respond(r);
         }
         let Some(route) = self.route.clone() else {
             return Admission::Respond(self.reject_with(Outcome::NoRoute, &[]));
@@ -447,19 +502,27 @@ impl Flow {
         let eps = &route.upstream.endpoints;
         let endpoint = eps[route.rr.fetch_add(1, Ordering::Relaxed) % eps.len()];
         let per_try: Duration = per_try.into();
+        let mut request_headers = vec![
+            ("x-request-id", self.request_id.clone()),
+            (
+                "x-weir-budget-ms",
+                HeaderText::from(per_try.as_millis().to_string()),
+            ),
+        ];
+        // The verified subject replaces any client-sent header of the `forward` name
+        // (frontends replace same-named request headers with these).
+        if let (Some(a), Some(v)) = (&route.policy.auth, &self.auth.verified)
+            && let Some(name) = a.forward
+        {
+            request_headers.push((name, HeaderText::from(v.forward_value())));
+        }
         Ok(Attempt {
             upstream: route.upstream.clone(),
             endpoint,
             connect_timeout: route.upstream.connect_timeout.min(per_try),
             per_try_timeout: per_try,
             number: self.attempt.number,
-            request_headers: vec![
-                ("x-request-id", self.request_id.clone()),
-                (
-                    "x-weir-budget-ms",
-                    HeaderText::from(per_try.as_millis().to_string()),
-                ),
-            ],
+            request_headers,
         })
     }
 
@@ -616,6 +679,7 @@ impl Flow {
             status,
             reason: self.outcome.filter(|o| *o != Outcome::Proxied),
             key_digest: self.rate.descriptor.as_ref().map(Descriptor::digest_hex),
+            consumer_digest: self.auth.verified.as_ref().map(|v| v.consumer_digest()),
             scope: rl.map(|r| r.scope.as_str()),
             remaining: self.rate.remaining,
             attempts: log.attempts,

@@ -70,6 +70,9 @@ mod store;
 mod text;
 mod timer;
 
+// Identity runs first: it feeds the rate limit's `consumer` and `claim:NAME` key parts.
+pub(crate) mod auth;
+
 // One folder per policy: `layer.rs` (config + compile step), `service.rs` (runtime +
 // per-request step), `mod.rs` re-exports only.
 pub(crate) mod breaker;
@@ -86,6 +89,8 @@ mod flow;
 pub mod policy;
 mod runtime;
 
+#[doc(hidden)]
+pub use check::__set_test_env;
 pub use check::ConfigError;
 pub use descriptor::Headers;
 pub use dur::Dur;
@@ -155,6 +160,84 @@ pub fn fuzz_config(data: &[u8]) {
             let _ = serde_json::to_string(&set).expect("serializable");
         }
     }
+}
+
+/// Fuzz entry for token parsing: any bytes, as a bearer token, a JWKS document or an
+/// API-key file, are verified or refused — never a panic — and nothing but a correctly
+/// signed token verifies (the fuzzer cannot forge HS256, so none may).
+#[doc(hidden)]
+pub fn fuzz_token(data: &[u8]) {
+    static SET: std::sync::OnceLock<PolicySet> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| {
+        check::__set_test_env("WEIR_FUZZ_HS256_SECRET", "fuzz-secret-not-guessable-7f3a");
+        config::parse(
+            r#"
+            [[identities]]
+            name = "fuzz"
+            kind = "jwt"
+            secret_env = "WEIR_FUZZ_HS256_SECRET"
+            issuer = "fuzz"
+            audience = "weir"
+            [[upstreams]]
+            name = "u"
+            endpoints = ["127.0.0.1:1"]
+            [[routes]]
+            id = "r"
+            match = { path_prefix = "/" }
+            upstream = "u"
+            [routes.auth]
+            identity = "fuzz"
+            scopes = ["read"]
+            "#,
+            "fuzz.toml",
+        )
+        .expect("fuzz identity compiles")
+    });
+    let Ok(text) = core::str::from_utf8(data) else {
+        return;
+    };
+    let id = &set.identities[0];
+    assert!(auth::service::verify_jwt(id, text, 1_800_000_000).is_err());
+    let header = format!("Bearer {text}");
+    if let Some(a) = &set.routes[0].auth {
+        let h = [("authorization", header.as_str())];
+        let f = auth::service::authenticate(a, &h, 1_800_000_000).expect_err("no forgery");
+        // One of the fixed challenges: nothing of the token is echoed.
+        assert!(
+            matches!(
+                f.challenge.as_str(),
+                "Bearer" | "Bearer error=\"invalid_token\""
+            ),
+            "{}",
+            f.challenge
+        );
+    }
+    let _ = auth::layer::parse_jwks(text);
+    let _ = auth::layer::parse_key_file(text);
+}
+
+/// Benchmarks of the identity step (`bench/benches/auth.rs`): one verification of `token`
+/// by the set's first identity, without (`cached = false`) or through this thread's
+/// verified-token cache; `true` when it verified.
+#[doc(hidden)]
+pub fn __bench_verify(set: &PolicySet, token: &str, cached: bool) -> bool {
+    let id = &set.identities[0];
+    let now = auth::service::unix_now();
+    if cached {
+        auth::service::verify_cached(id, token, now).is_ok()
+    } else {
+        auth::service::verify_jwt(id, token, now).is_ok()
+    }
+}
+
+/// Benchmarks: the first route's whole auth step (credential lookup, verification through
+/// the cache, scopes) on these request headers; `true` when it passed.
+#[doc(hidden)]
+pub fn __bench_authenticate(set: &PolicySet, headers: &dyn Headers) -> bool {
+    set.routes[0]
+        .auth
+        .as_ref()
+        .is_some_and(|a| auth::service::authenticate(a, headers, auth::service::unix_now()).is_ok())
 }
 
 #[allow(dead_code)]

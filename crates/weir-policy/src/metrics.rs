@@ -59,6 +59,7 @@ pub(crate) struct Metrics {
     pub bypassed: Family<RouteL, Counter>,
     pub inflight: Family<RouteL, Gauge>,
     pub duration: Family<RouteL, Histogram, fn() -> Histogram>,
+    pub auth: Family<ResultL, Counter>,
     /// Counter family names (registered without `_total`), for rendering.
     counters: Vec<&'static str>,
 }
@@ -84,6 +85,7 @@ impl Metrics {
         let inflight = Family::<RouteL, Gauge>::default();
         let duration =
             Family::<RouteL, Histogram, fn() -> Histogram>::new_with_constructor(new_histogram);
+        let auth = Family::<ResultL, Counter>::default();
         registry.register(
             "weir_requests",
             "Requests by route and outcome (proxied, fallback or a reason)",
@@ -135,6 +137,11 @@ impl Metrics {
             "Request duration from begin to finish",
             duration.clone(),
         );
+        registry.register(
+            "weir_auth",
+            "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
+            auth.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -148,6 +155,7 @@ impl Metrics {
             bypassed,
             inflight,
             duration,
+            auth,
             counters: vec![
                 "weir_requests",
                 "weir_shadow_rejections",
@@ -157,6 +165,7 @@ impl Metrics {
                 "weir_retry_budget_exhausted",
                 "weir_breaker_transitions",
                 "weir_ratelimit_bypassed",
+                "weir_auth",
             ],
         }
     }
@@ -194,6 +203,7 @@ impl Metrics {
                 requests: self.requests.clone(),
                 attempts: self.attempts.clone(),
                 transitions: self.transitions.clone(),
+                auth: self.auth.clone(),
             },
             shadow: self.shadow.get_or_create(&r).clone(),
             retries: self.retries.get_or_create(&r).clone(),
@@ -206,6 +216,7 @@ impl Metrics {
             outcomes: Default::default(),
             attempts: Default::default(),
             transitions: Default::default(),
+            auth: Default::default(),
         }
     }
 
@@ -296,7 +307,17 @@ pub(crate) struct RouteMetrics {
     outcomes: [std::sync::OnceLock<Counter>; OUTCOMES],
     attempts: [std::sync::OnceLock<Counter>; RESULTS.len()],
     transitions: [std::sync::OnceLock<Counter>; 9],
+    auth: [std::sync::OnceLock<Counter>; AUTH_RESULTS.len()],
 }
+
+/// The `result` labels of `weir_auth_total`.
+pub(crate) const AUTH_RESULTS: [&str; 5] = [
+    "ok",
+    "missing",
+    "invalid_token",
+    "invalid_api_key",
+    "insufficient_scope",
+];
 
 /// Clones of the label-varying families (cheap `Arc` clones).
 #[derive(Clone)]
@@ -304,6 +325,7 @@ pub(crate) struct FamiliesRef {
     requests: Family<OutcomeL, Counter>,
     attempts: Family<ResultL, Counter>,
     transitions: Family<TransitionL, Counter>,
+    auth: Family<ResultL, Counter>,
 }
 
 impl RouteMetrics {
@@ -336,6 +358,21 @@ impl RouteMetrics {
             .inc();
     }
 
+    pub(crate) fn auth(&self, result: &'static str) {
+        let i = AUTH_RESULTS.iter().position(|r| *r == result).unwrap_or(0);
+        self.auth[i]
+            .get_or_init(|| {
+                self.families
+                    .auth
+                    .get_or_create(&ResultL {
+                        route: self.id.clone(),
+                        result: result.to_string(),
+                    })
+                    .clone()
+            })
+            .inc();
+    }
+
     pub(crate) fn transition(&self, from: weir_core::BreakerState, to: weir_core::BreakerState) {
         let i = from.as_gauge() as usize * 3 + to.as_gauge() as usize;
         self.transitions[i]
@@ -353,7 +390,7 @@ impl RouteMetrics {
     }
 }
 
-const DESCRIPTORS: [(&str, &str, &str); 11] = [
+const DESCRIPTORS: [(&str, &str, &str); 12] = [
     (
         "weir_requests_total",
         "Requests by route and outcome (proxied, fallback or a reason)",
@@ -405,10 +442,15 @@ const DESCRIPTORS: [(&str, &str, &str); 11] = [
         "Request duration from begin to finish",
         "histogram",
     ),
+    (
+        "weir_auth_total",
+        "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
+        "counter",
+    ),
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 11] = [
+pub const FAMILIES: [&str; 12] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -420,6 +462,7 @@ pub const FAMILIES: [&str; 11] = [
     "weir_ratelimit_bypassed_total",
     "weir_inflight",
     "weir_request_duration_seconds",
+    "weir_auth_total",
 ];
 
 #[cfg(test)]

@@ -44,6 +44,14 @@ outcomes! {
     Aborted = ("aborted", 499),
     /// 429: the rate limit is exceeded.
     RateLimited = ("rate_limited", 429),
+    /// 401: the route needs a credential and the request has none.
+    Unauthenticated = ("unauthenticated", 401),
+    /// 401: the bearer token is not valid (signature, algorithm, issuer, audience, time, `kid`, form).
+    InvalidToken = ("invalid_token", 401),
+    /// 401: the API key is unknown.
+    InvalidApiKey = ("invalid_api_key", 401),
+    /// 403: the credential is valid but lacks a required scope.
+    InsufficientScope = ("insufficient_scope", 403),
     /// 403: a key part is missing and `deny_empty_key`.
     EmptyKey = ("empty_key", 403),
     /// 400: a key part is longer than `max_key_bytes`.

@@ -1,6 +1,7 @@
 //! The compiled configuration: every value parsed, defaulted and checked once, so the
 //! request path never touches text it could have prepared at load time.
 
+pub use crate::auth::{AuthPolicy, IdentityKind, IdentityPolicy};
 pub use crate::breaker::BreakerPolicy;
 pub use crate::concurrency::ConcurrencyPolicy;
 use crate::dur::Dur;
@@ -39,6 +40,24 @@ pub struct ServerSettings {
     pub drain_timeout: Duration,
     /// Where the access log goes.
     pub log: AccessLogTarget,
+    /// `admin_token_env`: the variable's name (never its value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token_env: Option<String>,
+    /// SHA-256 of the admin token read from `admin_token_env` (compared in constant time).
+    #[serde(skip)]
+    pub admin_token_sha256: Option<[u8; 32]>,
+    /// `admin_read_only`: every POST on the admin port is 405.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub admin_read_only: bool,
+}
+
+impl ServerSettings {
+    /// An admin address that is not loopback needs an admin token (never an open admin
+    /// port by accident).
+    pub fn admin_exposed_without_token(&self) -> bool {
+        self.admin
+            .is_some_and(|a| !a.ip().is_loopback() && self.admin_token_sha256.is_none())
+    }
 }
 
 /// `[log] access`.
@@ -112,6 +131,9 @@ pub struct RoutePolicy {
     pub methods: Option<Vec<String>>,
     /// Upstream name.
     pub upstream: String,
+    /// Auth (`[routes.auth]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthPolicy>,
     /// Rate limit.
     pub rate_limit: Option<RateLimitPolicy>,
     /// Concurrency limit.
@@ -148,6 +170,9 @@ pub struct PolicySet {
     pub store: Option<StoreConfig>,
     /// Upstreams in file order.
     pub upstreams: Vec<Arc<UpstreamSettings>>,
+    /// `[[identities]]` in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub identities: Vec<Arc<IdentityPolicy>>,
     /// Routes in file order (first match wins).
     pub routes: Vec<RoutePolicy>,
 }
@@ -220,6 +245,14 @@ impl PolicySet {
                 Dur(u.connect_timeout)
             );
         }
+        for i in &self.identities {
+            let _ = writeln!(
+                o,
+                "identity {}: {}",
+                i.name,
+                crate::auth::layer::describe_identity(i)
+            );
+        }
         for r in &self.routes {
             let methods = r
                 .methods
@@ -230,6 +263,9 @@ impl PolicySet {
                 "route {}: {} {} -> {}",
                 r.id, methods, r.path_prefix, r.upstream
             );
+            if let Some(a) = &r.auth {
+                let _ = writeln!(o, "  auth: {}", crate::auth::layer::describe(a));
+            }
             if let Some(rl) = &r.rate_limit {
                 let _ = writeln!(o, "  rate_limit: {}", crate::ratelimit::layer::describe(rl));
             }

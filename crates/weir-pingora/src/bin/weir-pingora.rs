@@ -33,6 +33,7 @@ fn start(cli: Cli<NoFlags>) -> Result<ExitCode, String> {
     };
     // `[store] kind = "redis"`: global limits (connects lazily).
     let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
+    weir_cli::reload_on_sighup("weir-pingora", engine.clone())?;
     let settings = engine.server();
     // Pingora binds in its service threads and retries a taken port for 30 s while the rest
     // of the process runs (the admin port answering, "serving" printed): check both ports

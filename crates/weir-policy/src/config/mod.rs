@@ -11,7 +11,7 @@ pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
 use crate::dur::Dur;
 use crate::policy::*;
-use crate::{breaker, concurrency, ratelimit, retry};
+use crate::{auth, breaker, concurrency, ratelimit, retry};
 use raw::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,9 +106,15 @@ fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
         }));
     }
 
+    let mut identities: Vec<Arc<IdentityPolicy>> = Vec::new();
+    for (i, r) in raw.identities.into_iter().enumerate() {
+        let id = auth::layer::compile_identity(i, r, &identities, ctx)?;
+        identities.push(Arc::new(id));
+    }
+
     let mut routes: Vec<RoutePolicy> = Vec::new();
     for (i, r) in raw.routes.into_iter().enumerate() {
-        let route = compile_route(i, r, &upstreams, store.is_some(), ctx)?;
+        let route = compile_route(i, r, &upstreams, &identities, store.is_some(), ctx)?;
         if routes.iter().any(|x| x.id == route.id) {
             return Err(ctx.err(
                 format!("routes[{i}].id"),
@@ -123,6 +129,7 @@ fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
         server: Arc::new(server),
         store,
         upstreams,
+        identities,
         routes,
     })
 }
@@ -168,7 +175,39 @@ fn compile_server(s: RawServer, log: Option<RawLog>, ctx: &Ctx<'_>) -> R<ServerS
         Some("") => return Err(ctx.err("log.access", "must be \"stdout\", \"off\" or a path")),
         Some(p) => AccessLogTarget::File(p.into()),
     };
+    let admin_token_sha256 = match &s.admin_token_env {
+        None => None,
+        Some(var) => {
+            let v = crate::check::env_var(var).ok_or_else(|| {
+                ctx.err(
+                    "server.admin_token_env",
+                    format!("environment variable {var} is not set (or not UTF-8)"),
+                )
+            })?;
+            if v.is_empty() {
+                return Err(ctx.err(
+                    "server.admin_token_env",
+                    format!("environment variable {var} is empty"),
+                ));
+            }
+            Some(crate::check::sha256(v.as_bytes()))
+        }
+    };
+    if let Some(a) = admin
+        && !a.ip().is_loopback()
+        && admin_token_sha256.is_none()
+    {
+        return Err(ctx.err(
+            "server.admin",
+            format!(
+                "{a} is not a loopback address: set server.admin_token_env (an admin port is never open by accident)"
+            ),
+        ));
+    }
     Ok(ServerSettings {
+        admin_token_env: s.admin_token_env,
+        admin_token_sha256,
+        admin_read_only: s.admin_read_only.unwrap_or(false),
         listen,
         admin,
         instance,
@@ -186,6 +225,7 @@ fn compile_route(
     i: usize,
     r: RawRoute,
     upstreams: &[Arc<UpstreamSettings>],
+    identities: &[Arc<IdentityPolicy>],
     have_store: bool,
     ctx: &Ctx<'_>,
 ) -> R<RoutePolicy> {
@@ -265,10 +305,26 @@ fn compile_route(
     };
 
     // Each policy's own compile step.
+    let auth = r
+        .auth
+        .map(|a| auth::layer::compile(&format!("{k}.auth"), a, identities, ctx))
+        .transpose()?;
     let rate_limit = r
         .rate_limit
         .map(|rl| ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, have_store, ctx))
         .transpose()?;
+    if let Some(rl) = &rate_limit
+        && auth.is_none()
+        && let Some(j) = rl.key.iter().position(KeyPart::needs_auth)
+    {
+        return Err(ctx.err(
+            format!("{k}.rate_limit.key[{j}]"),
+            format!(
+                "key part {:?} needs a verified identity: add [routes.auth] to this route",
+                rl.key[j].to_string()
+            ),
+        ));
+    }
     let concurrency = r
         .concurrency
         .map(|c| concurrency::layer::compile(&format!("{k}.concurrency"), c, total, ctx))
@@ -309,6 +365,7 @@ fn compile_route(
         path_prefix: r.match_.path_prefix,
         methods,
         upstream: r.upstream,
+        auth,
         rate_limit,
         concurrency,
         timeouts,

@@ -3,6 +3,7 @@
 //! folder (`ratelimit::layer::RawRateLimit`, ...); defaults and cross-checks are applied
 //! by the compile steps, not here, so every error can name the key it is about.
 
+use crate::auth::layer::{RawAuth, RawIdentity};
 use crate::breaker::layer::RawBreaker;
 use crate::concurrency::layer::RawConcurrency;
 use crate::dur::Dur;
@@ -20,6 +21,8 @@ pub(crate) struct RawConfig {
     pub upstreams: Vec<RawUpstream>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub identities: Vec<RawIdentity>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -34,6 +37,8 @@ pub(crate) struct RawServer {
     pub idle_timeout: Option<Dur>,
     pub max_connections: Option<usize>,
     pub drain_timeout: Option<Dur>,
+    pub admin_token_env: Option<String>,
+    pub admin_read_only: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,6 +77,7 @@ pub(crate) struct RawRoute {
     #[serde(rename = "match")]
     pub match_: RawMatch,
     pub upstream: String,
+    pub auth: Option<RawAuth>,
     pub rate_limit: Option<RawRateLimit>,
     pub concurrency: Option<RawConcurrency>,
     pub timeouts: Option<RawTimeouts>,

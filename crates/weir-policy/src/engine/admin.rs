@@ -3,10 +3,12 @@
 
 use super::Engine;
 use crate::accesslog::{Record, now_rfc3339};
+use crate::descriptor::Headers;
 use crate::outcome::Outcome;
 use crate::response::{GatewayResponse, acceptable_request_id, error_response};
 use crate::runtime::Shared;
 use serde_json::json;
+use subtle::ConstantTimeEq;
 
 impl Engine {
     /// For responses the frontend makes before a request is understood
@@ -19,7 +21,46 @@ impl Engine {
 
     /// The admin API (see docs/HTTP.md): `/metrics`, `/healthz`, `/admin/config`,
     /// `/admin/reload`, `/admin/breakers`; 405 for other methods there, 404 elsewhere.
+    ///
+    /// Without a credential: with `admin_token_env` set, only `GET /healthz` answers (use
+    /// [`Engine::admin_with`] to pass the request's headers).
     pub fn admin(&self, method: &str, path: &str) -> GatewayResponse {
+        self.admin_with(method, path, &())
+    }
+
+    /// [`Engine::admin`] with the request's headers: with `admin_token_env` set, every
+    /// request but `GET /healthz` needs `Authorization: Bearer <token>` (401 otherwise,
+    /// compared in constant time); with `admin_read_only`, every POST is 405.
+    pub fn admin_with(&self, method: &str, path: &str, headers: &dyn Headers) -> GatewayResponse {
+        let server = self.server();
+        let bare = path.split('?').next().unwrap_or(path);
+        let health = bare == "/healthz" && (method == "GET" || method == "HEAD");
+        if let Some(want) = &server.admin_token_sha256
+            && !health
+        {
+            let got = headers
+                .get("authorization")
+                .and_then(|h| core::str::from_utf8(h).ok())
+                .and_then(|h| {
+                    let (scheme, rest) = h.trim().split_once(' ')?;
+                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+                })
+                .map(|t| crate::check::sha256(t.as_bytes()));
+            let ok = got.is_some_and(|g| bool::from(g.ct_eq(want)));
+            if !ok {
+                let mut r = GatewayResponse::json(401, &json!({"error": "unauthorized"}));
+                r.headers.push(("www-authenticate", "Bearer".to_string()));
+                return r;
+            }
+        }
+        if server.admin_read_only && method == "POST" {
+            let mut r = GatewayResponse::json(
+                405,
+                &json!({"error": "method_not_allowed", "read_only": true}),
+            );
+            r.headers.push(("allow", "GET, HEAD".to_string()));
+            return r;
+        }
         route(self, method, path)
     }
 }
@@ -110,6 +151,7 @@ fn reject_malformed(
         status,
         reason: Some(outcome),
         key_digest: None,
+        consumer_digest: None,
         scope: None,
         remaining: None,
         attempts: Vec::new(),

@@ -35,5 +35,11 @@ pub(crate) fn apply(s: &ServerSettings, o: &Overrides) -> Result<ServerSettings,
     if let Some(w) = o.workers {
         s.workers = w;
     }
+    if s.admin_exposed_without_token() {
+        return Err(ConfigError::plain(
+            "--admin",
+            "server.admin: not a loopback address: set server.admin_token_env (an admin port is never open by accident)",
+        ));
+    }
     Ok(s)
 }

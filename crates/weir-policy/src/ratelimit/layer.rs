@@ -61,6 +61,17 @@ pub enum KeyPart {
     Header(String),
     /// The client's IP address.
     ClientIp,
+    /// The verified consumer (`[routes.auth]`: JWT `sub` or the API key's consumer).
+    Consumer,
+    /// A string claim of the verified token.
+    Claim(String),
+}
+
+impl KeyPart {
+    /// Whether the part needs `[routes.auth]` on its route.
+    pub fn needs_auth(&self) -> bool {
+        matches!(self, KeyPart::Consumer | KeyPart::Claim(_))
+    }
 }
 
 impl core::fmt::Display for KeyPart {
@@ -70,6 +81,8 @@ impl core::fmt::Display for KeyPart {
             KeyPart::Method => f.write_str("method"),
             KeyPart::Header(h) => write!(f, "header:{h}"),
             KeyPart::ClientIp => f.write_str("client_ip"),
+            KeyPart::Consumer => f.write_str("consumer"),
+            KeyPart::Claim(c) => write!(f, "claim:{c}"),
         }
     }
 }
@@ -242,6 +255,8 @@ pub(crate) fn compile(
             "route" => KeyPart::Route,
             "method" => KeyPart::Method,
             "client_ip" => KeyPart::ClientIp,
+            "consumer" => KeyPart::Consumer,
+            c if c.starts_with("claim:") && is_token(&c[6..]) => KeyPart::Claim(c[6..].to_string()),
             h if h.starts_with("header:") && is_token(&h[7..]) => {
                 KeyPart::Header(h[7..].to_ascii_lowercase())
             }
@@ -249,7 +264,7 @@ pub(crate) fn compile(
                 return Err(ctx.err(
                     format!("{k}.key[{j}]"),
                     format!(
-                        "bad key part {other:?}: expected route, method, client_ip or header:NAME"
+                        "bad key part {other:?}: expected route, method, client_ip, header:NAME, consumer or claim:NAME"
                     ),
                 ));
             }
