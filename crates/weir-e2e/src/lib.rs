@@ -61,6 +61,7 @@ macro_rules! suite {
             empty_key_403_and_key_too_long_400,
             access_log_fields_and_redaction,
             reload_keeps_limiter_state,
+            sighup_reload_under_load_keeps_limiter_state,
             every_response_has_request_id_and_instance,
             metrics_families_from_start_up_with_route_labels,
             slowloris_trickle_gets_408,

@@ -1098,6 +1098,61 @@ pub fn reload_keeps_limiter_state(bin: &Path) {
     assert_eq!(client::get(gw.addr, "/stats", &[]).status, 200);
 }
 
+/// A SIGHUP reload under load keeps the limiter's state: clients hammer an exhausted
+/// route while the config (limit unchanged, one route added) is reloaded by signal; every
+/// answer is a 200 or a 429 (none lost to the reload), the bucket stays exhausted after it,
+/// and the new route serves.
+pub fn sighup_reload_under_load_keeps_limiter_state(bin: &Path) {
+    let blue = demo("blue");
+    let ups = [("blue", blue.addr())];
+    let limited = format!(
+        "{}{}",
+        route("ok", "/ok", "blue"),
+        token_bucket(3, "60s", 3, "")
+    );
+    let gw = Gateway::start(bin, &config(&ups, &limited));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let statuses = std::sync::Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = client::get(gw.addr, "/ok", &[]);
+                    statuses.lock().unwrap().push(r.status);
+                }
+            });
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        while !statuses.lock().unwrap().contains(&429) {
+            assert!(Instant::now() < until, "the bucket never ran out");
+            thread::sleep(Duration::from_millis(5));
+        }
+        let more = format!("{limited}{}", route("stats", "/stats", "blue"));
+        std::fs::write(&gw.config_path, config(&ups, &more)).unwrap();
+        gw.signal("HUP");
+        while !gw.stderr_text().contains("SIGHUP: reloaded, revision 2") {
+            assert!(Instant::now() < until, "stderr:\n{}", gw.stderr_text());
+            thread::sleep(Duration::from_millis(10));
+        }
+        // Some requests after the reload, still under load.
+        thread::sleep(Duration::from_millis(100));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let statuses = statuses.into_inner().unwrap();
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 200).count(),
+        3,
+        "exactly the burst admitted across the reload: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|&s| s == 200 || s == 429),
+        "every answer a 200 or a 429: {statuses:?}"
+    );
+    let r = client::get(gw.addr, "/ok", &[]);
+    assert_gateway_made(&r, 429, "rate_limited");
+    assert_eq!(client::get(gw.addr, "/stats", &[]).status, 200);
+}
+
 /// Every response through the gateway carries `x-request-id` and `x-weir-instance`:
 /// proxied, gateway-made, fallback-free errors, malformed input.
 pub fn every_response_has_request_id_and_instance(bin: &Path) {
