@@ -92,7 +92,11 @@ pub(crate) fn spawn(
     let handle = thread::Builder::new().name(format!("weir-worker-{id}")).spawn(move || {
         let run = |name: &'static str| run(engine.clone(), addr, shared.clone(), tx.clone(), name);
         if driver == DriverKind::IoUring {
-            match uring_runtime() {
+            match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                .with_entries(1024)
+                .enable_timer()
+                .build()
+            {
                 Ok(mut rt) => return rt.block_on(run("io_uring")),
                 Err(e) => {
                     if !shared.fallback_logged.swap(true, Ordering::AcqRel) {
@@ -111,47 +115,6 @@ pub(crate) fn spawn(
         }
     })?;
     Ok((handle, rx))
-}
-
-/// An io_uring runtime whose ring is set up for one thread that submits and reaps everything
-/// itself (which a worker is: its ring never leaves the thread that built it, and monoio's
-/// cross-thread wake-ups go through an eventfd read on the ring, not through another thread
-/// entering it):
-/// - `SINGLE_ISSUER` + `DEFER_TASKRUN` (kernel 6.1+): completions are posted when the worker
-///   waits for them (`io_uring_enter` with `GETEVENTS`, which monoio's park does) instead of
-///   by task work that interrupts it after every socket event;
-/// - `COOP_TASKRUN` + `TASKRUN_FLAG` (5.19+): where deferral is refused, task work is at
-///   least not signalled with an inter-processor interrupt.
-/// Each set is tried in turn and a kernel that refuses one (EINVAL) gets the next, down to
-/// a plain ring.
-fn uring_runtime()
--> std::io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>> {
-    let sets: [fn(&mut io_uring::Builder); 3] = [
-        |b| {
-            b.setup_single_issuer()
-                .setup_defer_taskrun()
-                .setup_taskrun_flag();
-        },
-        |b| {
-            b.setup_coop_taskrun().setup_taskrun_flag();
-        },
-        |_| {},
-    ];
-    let mut last = None;
-    for set in sets {
-        let mut urb = io_uring::IoUring::builder();
-        set(&mut urb);
-        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .with_entries(1024)
-            .uring_builder(urb)
-            .enable_timer()
-            .build()
-        {
-            Ok(rt) => return Ok(rt),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no io_uring set-up")))
 }
 
 /// Decrements the connection counts when a connection task ends.
