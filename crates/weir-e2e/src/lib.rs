@@ -14,6 +14,7 @@
 //! [`Gateway`] is dropped, and upstreams are threads of the test process on 127.0.0.1.
 
 pub mod client;
+pub mod cluster;
 pub mod harness;
 pub mod redis;
 pub mod scenarios;

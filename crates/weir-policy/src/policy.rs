@@ -89,8 +89,11 @@ pub struct UpstreamSettings {
 pub struct StoreConfig {
     /// Store kind (`"redis"`).
     pub kind: String,
-    /// Connection URL.
+    /// Connection URL (`""` with `cluster`).
     pub url: String,
+    /// Redis Cluster seed nodes, `host:port` each (empty: the single server at `url`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<String>,
     /// How long the engine waits for one answer (`timeout_ms`, default 100).
     #[serde(serialize_with = "ser_dur")]
     pub timeout: Duration,

@@ -19,6 +19,14 @@ pub trait GlobalStore: Send + Sync + 'static {
         &self,
         req: StoreRequest,
     ) -> Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>>;
+
+    /// The shard that holds `key`: 0 for a single server, a Redis Cluster's hash slot.
+    /// The engine tracks store outages per route and shard (`allow_for`), so keys on a
+    /// reachable shard keep working while another one fails.
+    fn shard(&self, key: &str) -> u32 {
+        let _ = key;
+        0
+    }
 }
 
 /// One acquisition against the store.

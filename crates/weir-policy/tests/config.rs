@@ -287,3 +287,36 @@ fn fuzz_entry_survives_mutations() {
         weir_policy::fuzz_config(&v);
     }
 }
+
+#[test]
+fn store_cluster_errors_name_their_key() {
+    let cases = [
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1/0\"\ncluster = [\"127.0.0.1:7000\"]\n",
+            "gateway.toml:15: store.cluster: use either url",
+        ),
+        (
+            "[store]\nkind = \"redis\"\n",
+            "gateway.toml:12: store.url: missing",
+        ),
+        (
+            "[store]\nkind = \"redis\"\ncluster = []\n",
+            "gateway.toml:14: store.cluster: needs at least one seed node",
+        ),
+        (
+            "[store]\nkind = \"redis\"\ncluster = [\"127.0.0.1:7000\",\n  \"redis://127.0.0.1:7001\"]\n",
+            "gateway.toml:15: store.cluster[1]: expected host:port",
+        ),
+    ];
+    for (extra, prefix) in cases {
+        err_starts(extra, prefix);
+    }
+    let set = parse(
+        &format!("{BASE}[store]\nkind = \"redis\"\ncluster = [\"127.0.0.1:7000\", \"[::1]:7001\", \"redis-a.internal:7002\"]\n"),
+        "g.toml",
+    )
+    .unwrap();
+    let s = set.store.unwrap();
+    assert_eq!(s.cluster.len(), 3);
+    assert_eq!(s.url, "");
+}

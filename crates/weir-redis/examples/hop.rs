@@ -34,6 +34,7 @@ fn main() {
         url: url.clone(),
         timeout: Duration::from_secs(1),
         lease: 0,
+        ..Default::default()
     })
     .unwrap();
 

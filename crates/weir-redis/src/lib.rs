@@ -9,8 +9,15 @@
 //!   interval); fixed window and sliding-window counter match `weir-core`'s definitions.
 //!   Keys expire exactly when their state is equivalent to a fresh one, so state is
 //!   bounded by the set of *active* descriptors.
-//! * **Cluster-ready keys.** The engine passes keys like `weir:{route:digest}`; the hash
-//!   tag keeps a key's data in one slot.
+//! * **One server or a Redis Cluster.** `url` names one server; `cluster` names seed nodes
+//!   and the `redis` crate's async cluster client follows MOVED/ASK, refreshes its slot
+//!   map and reconnects nodes. The engine passes keys like `weir:{route}:digest`: the hash
+//!   tag keeps every key of a route (and the sliding log's `:seq` companion) in one slot,
+//!   so each script's keys are on one node. Scripts are loaded per node on demand
+//!   (`EVALSHA`, then on `NOSCRIPT` a `SCRIPT LOAD` sent only to the key's master), so a
+//!   failed-over or flushed node learns them again and a dead node never blocks the
+//!   others. [`GlobalStore::shard`](weir_policy::GlobalStore::shard) reports the key's hash
+//!   slot ([`slot`]): the engine tracks outages per slot.
 //! * **Leases bound the cost of batching.** With `lease = p`, an instance takes up to `p`
 //!   tokens in one round trip and spends them locally; it never holds more than `p`
 //!   unspent. Tokens are deducted in Redis when granted, so over any interval `[s, e]` the
@@ -138,10 +145,12 @@ impl fmt::Display for StoreError {
 impl std::error::Error for StoreError {}
 
 /// Settings of a [`RedisStore`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RedisSettings {
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db` (one server; unused when `cluster` is given).
     pub url: String,
+    /// Redis Cluster seed nodes, `host:port` each (empty: the single server at `url`).
+    pub cluster: Vec<String>,
     /// Bound on every call, connecting included.
     pub timeout: Duration,
     /// Tokens an instance may take at once per key (0 = ask every time). Token buckets only.
@@ -178,6 +187,8 @@ pub struct RedisStore {
 
 struct Inner {
     tx: mpsc::UnboundedSender<Job>,
+    /// A cluster: outages are per hash slot.
+    cluster: bool,
     lease: u64,
     leases: Mutex<HashMap<String, Lease>>,
     clock: StdClock,
@@ -197,14 +208,12 @@ impl RedisStore {
     /// Starts the client thread. Does not need Redis to be up: connecting happens on the
     /// first call and again after any connection error.
     pub fn start(settings: RedisSettings) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(settings.url.as_str()).map_err(|e| {
-            StoreError::new(StoreErrorKind::Config, format!("invalid store url: {e}"))
-        })?;
+        let target = Target::open(&settings)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let timeout = settings.timeout;
         std::thread::Builder::new()
             .name("weir-redis".into())
-            .spawn(move || client_thread(client, rx, timeout))
+            .spawn(move || client_thread(target, rx, timeout))
             .map_err(|e| {
                 StoreError::new(
                     StoreErrorKind::Unavailable,
@@ -214,6 +223,7 @@ impl RedisStore {
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 tx,
+                cluster: !settings.cluster.is_empty(),
                 lease: settings.lease,
                 leases: Mutex::new(HashMap::new()),
                 clock: StdClock::new(),
@@ -389,7 +399,114 @@ impl Inner {
     }
 }
 
-fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, timeout: Duration) {
+/// What the client thread connects to: one server, or a cluster from its seed nodes.
+#[derive(Clone)]
+enum Target {
+    Single(redis::Client),
+    Cluster(Box<redis::cluster::ClusterClient>),
+}
+
+/// A live connection of a [`Target`]. Both kinds multiplex one socket per server and are
+/// cheap to clone; the cluster one keeps a slot map, follows MOVED/ASK, refreshes the map
+/// and reconnects to nodes by itself.
+#[derive(Clone)]
+enum Conn {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl Target {
+    /// `settings.cluster` (seed nodes `host:port`) when given, else `settings.url`.
+    fn open(settings: &RedisSettings) -> Result<Target, StoreError> {
+        if settings.cluster.is_empty() {
+            let c = redis::Client::open(settings.url.as_str()).map_err(|e| {
+                StoreError::new(StoreErrorKind::Config, format!("invalid store url: {e}"))
+            })?;
+            return Ok(Target::Single(c));
+        }
+        let seeds: Vec<String> = settings
+            .cluster
+            .iter()
+            .map(|s| format!("redis://{s}"))
+            .collect();
+        // Few, quick retries: a redirect or a refreshed slot map needs one or two, and the
+        // whole call is bounded by the store timeout anyway; a dead master must surface as
+        // an error for its slots (on_store_error) rather than queue calls behind backoff.
+        redis::cluster::ClusterClientBuilder::new(seeds)
+            .retries(3)
+            .min_retry_wait(10)
+            .max_retry_wait(100)
+            .connection_timeout(settings.timeout)
+            .response_timeout(settings.timeout)
+            .build()
+            .map(|c| Target::Cluster(Box::new(c)))
+            .map_err(|e| {
+                StoreError::new(
+                    StoreErrorKind::Config,
+                    format!("invalid store cluster: {e}"),
+                )
+            })
+    }
+
+    async fn connect(&self) -> redis::RedisResult<Conn> {
+        match self {
+            Target::Single(c) => {
+                let cfg = redis::AsyncConnectionConfig::new();
+                c.get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .map(Conn::Single)
+            }
+            Target::Cluster(c) => c.get_async_connection().await.map(Conn::Cluster),
+        }
+    }
+}
+
+impl Conn {
+    async fn query(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match self {
+            Conn::Single(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => cmd.query_async(c).await,
+        }
+    }
+
+    /// `SCRIPT LOAD` where `key` lives: on a cluster, only the master of the key's slot
+    /// (the client would otherwise send it to every node, and one unreachable node would
+    /// fail the load for the slots that still answer).
+    async fn load(&mut self, code: &str, key: &str) -> redis::RedisResult<redis::Value> {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(code);
+        match self {
+            Conn::Single(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = Route::new(slot(key), SlotAddr::Master);
+                c.route_command(
+                    cmd,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+            }
+        }
+    }
+}
+
+/// The Redis Cluster hash slot of `key`: CRC16/XMODEM of its hash tag (the text between
+/// the first `{` and the next `}`, when not empty), else of the key, mod 16384. Public so
+/// the engine's outage tracking and the tests name the same shard Redis does.
+pub fn slot(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tag = b
+        .iter()
+        .position(|&c| c == b'{')
+        .and_then(|o| {
+            let close = b[o + 1..].iter().position(|&c| c == b'}')?;
+            (close > 0).then(|| &b[o + 1..o + 1 + close])
+        })
+        .unwrap_or(b);
+    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
+}
+
+fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Job>, timeout: Duration) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -398,16 +515,15 @@ fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, ti
         Err(_) => return, // every request then fails with "client thread stopped"
     };
     let scripts = Arc::new(LimitKind::ALL.map(|k| redis::Script::new(scripts::for_kind(k))));
-    let conn: Arc<tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>> =
-        Arc::new(tokio::sync::Mutex::new(None));
+    let conn: Arc<tokio::sync::Mutex<Option<Conn>>> = Arc::new(tokio::sync::Mutex::new(None));
     rt.block_on(async move {
         while let Some(job) = rx.recv().await {
-            let client = client.clone();
+            let target = target.clone();
             let conn = conn.clone();
             let scripts = scripts.clone();
             tokio::spawn(async move {
                 let out =
-                    match tokio::time::timeout(timeout, run_job(&client, &conn, &scripts, &job))
+                    match tokio::time::timeout(timeout, run_job(&target, &conn, &scripts, &job))
                         .await
                     {
                         Ok(r) => r,
@@ -422,9 +538,42 @@ fn client_thread(client: redis::Client, mut rx: mpsc::UnboundedReceiver<Job>, ti
     });
 }
 
+/// `EVALSHA`; on `NOSCRIPT` (a fresh or failed-over node), `SCRIPT LOAD` on the node of
+/// the key and `EVALSHA` again — once more if a slot moved in between.
+async fn eval(
+    c: &mut Conn,
+    script: &redis::Script,
+    code: &str,
+    job: &Job,
+) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash());
+    if job.script == LimitKind::SlidingLog {
+        cmd.arg(2).arg(&job.key).arg(format!("{}:seq", job.key));
+    } else {
+        cmd.arg(1).arg(&job.key);
+    }
+    for a in &job.args[..job.nargs] {
+        cmd.arg(*a);
+    }
+    let mut tries = 0;
+    loop {
+        match c.query(&cmd).await {
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && tries < 2 =>
+            {
+                tries += 1;
+                c.load(code, &job.key).await?;
+            }
+            r => return r,
+        }
+    }
+}
+
 async fn run_job(
-    client: &redis::Client,
-    conn: &tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
+    target: &Target,
+    conn: &tokio::sync::Mutex<Option<Conn>>,
     scripts: &[redis::Script; 5],
     job: &Job,
 ) -> Result<[u64; 5], StoreError> {
@@ -433,27 +582,17 @@ async fn run_job(
         match guard.as_ref() {
             Some(c) => c.clone(),
             None => {
-                let cfg = redis::AsyncConnectionConfig::new();
-                let c = client
-                    .get_multiplexed_async_connection_with_config(&cfg)
-                    .await
-                    .map_err(|e| {
-                        StoreError::new(StoreErrorKind::Unavailable, format!("connect: {e}"))
-                    })?;
+                let c = target.connect().await.map_err(|e| {
+                    StoreError::new(StoreErrorKind::Unavailable, format!("connect: {e}"))
+                })?;
                 *guard = Some(c.clone());
                 c
             }
         }
     };
-    let script = &scripts[job.script as usize];
-    let mut inv = script.key(&job.key);
-    if job.script == LimitKind::SlidingLog {
-        inv.key(format!("{}:seq", job.key));
-    }
-    for a in &job.args[..job.nargs] {
-        inv.arg(*a);
-    }
-    match inv.invoke_async::<Vec<i64>>(&mut c).await {
+    let code = scripts::for_kind(job.script);
+    let answer = eval(&mut c, &scripts[job.script as usize], code, job).await;
+    match answer.and_then(|v| redis::from_redis_value::<Vec<i64>>(v).map_err(Into::into)) {
         Ok(v) if v.len() == 5 => {
             let mut out = [0u64; 5];
             for (o, x) in out.iter_mut().zip(v) {
@@ -470,8 +609,13 @@ async fn run_job(
                 || e.is_connection_dropped()
                 || e.is_connection_refusal()
                 || e.is_timeout()
+                || e.is_cluster_error()
             {
-                *conn.lock().await = None;
+                // A single server's connection is made again on the next call; the
+                // cluster connection reconnects nodes and refreshes its slot map itself.
+                if matches!(c, Conn::Single(_)) {
+                    *conn.lock().await = None;
+                }
                 Err(StoreError::new(StoreErrorKind::Unavailable, e.to_string()))
             } else {
                 Err(StoreError::new(StoreErrorKind::Protocol, e.to_string()))
@@ -493,6 +637,15 @@ impl weir_policy::GlobalStore for RedisStore {
                 .map_err(|e| weir_policy::StoreError(e.to_string()))
         })
     }
+
+    /// A cluster's hash slot of `key`; 0 for the single server.
+    fn shard(&self, key: &str) -> u32 {
+        if self.inner.cluster {
+            u32::from(slot(key))
+        } else {
+            0
+        }
+    }
 }
 
 /// The [`weir_policy::StoreFactory`] of `[store] kind = "redis"`: a [`RedisStore`] for the
@@ -506,6 +659,7 @@ pub fn factory() -> weir_policy::StoreFactory {
         }
         let store = RedisStore::start(RedisSettings {
             url: sc.url.clone(),
+            cluster: sc.cluster.clone(),
             timeout: sc.timeout,
             lease: sc.lease,
         })
@@ -519,4 +673,17 @@ pub fn factory() -> weir_policy::StoreFactory {
 /// reload that changed `[store]`. Without a `[store]`, nothing connects.
 pub fn attach(engine: weir_policy::Engine) -> Result<weir_policy::Engine, String> {
     engine.with_store_factory(factory())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slot_is_redis_keyslot() {
+        // `CLUSTER KEYSLOT` answers (the cluster tests also compare against a live one).
+        assert_eq!(super::slot("foo"), 12182);
+        assert_eq!(super::slot("123456789"), 12739);
+        assert_eq!(super::slot("weir:{ok}:abc"), super::slot("ok"));
+        assert_eq!(super::slot("a{}b"), super::slot("a{}b"));
+        assert_ne!(super::slot("a{}b"), super::slot(""));
+    }
 }

@@ -18,6 +18,7 @@ fn store(url: &str, lease: u64, timeout_ms: u64) -> RedisStore {
         url: url.into(),
         timeout: Duration::from_millis(timeout_ms),
         lease,
+        ..Default::default()
     })
     .unwrap()
 }

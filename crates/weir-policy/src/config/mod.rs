@@ -6,6 +6,7 @@
 //! the same (`gateway.toml:12: routes[0].rate_limit.burst: must be at least 1`).
 
 pub(crate) mod raw;
+mod store;
 
 pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
@@ -62,19 +63,7 @@ pub fn parse(text: &str, origin: &str) -> Result<PolicySet, ConfigError> {
 
 fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
     let server = compile_server(raw.server.unwrap_or_default(), raw.log, ctx)?;
-    let store = raw.store.map(|s| StoreConfig {
-        kind: match s.kind {
-            StoreKindRaw::Redis => "redis".to_string(),
-        },
-        url: s.url,
-        timeout: Duration::from_millis(s.timeout_ms.unwrap_or(100)),
-        lease: s.lease.unwrap_or(0),
-    });
-    if let Some(s) = &store
-        && s.timeout.is_zero()
-    {
-        return Err(ctx.err("store.timeout_ms", "must be at least 1"));
-    }
+    let store = raw.store.map(|s| store::compile(s, ctx)).transpose()?;
 
     let mut upstreams: Vec<Arc<UpstreamSettings>> = Vec::new();
     for (i, u) in raw.upstreams.into_iter().enumerate() {

@@ -45,7 +45,8 @@ pub(crate) struct RawServer {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStore {
     pub kind: StoreKindRaw,
-    pub url: String,
+    pub url: Option<String>,
+    pub cluster: Option<Vec<String>>,
     pub timeout_ms: Option<u64>,
     pub lease: Option<u64>,
 }
