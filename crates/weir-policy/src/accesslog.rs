@@ -157,7 +157,8 @@ pub(crate) fn now_rfc3339() -> String {
     rfc3339(d.as_secs(), d.subsec_millis())
 }
 
-fn rfc3339(secs: u64, millis: u32) -> String {
+/// `secs.millis` since the epoch as RFC 3339 UTC with milliseconds.
+pub(crate) fn rfc3339(secs: u64, millis: u32) -> String {
     let days = (secs / 86_400) as i64;
     let sod = secs % 86_400;
     // Howard Hinnant's civil_from_days.

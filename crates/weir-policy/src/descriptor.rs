@@ -187,6 +187,7 @@ mod tests {
             deny_empty_key: deny,
             scope: Scope::Local,
             on_store_error: OnStoreError::Deny,
+            allow_for: None,
             mode: Mode::Enforce,
             max_keys: 10,
             max_key_bytes: 4,

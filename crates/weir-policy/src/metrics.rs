@@ -57,6 +57,7 @@ pub(crate) struct Metrics {
     pub breaker_state: Family<RouteL, Gauge>,
     pub transitions: Family<TransitionL, Counter>,
     pub bypassed: Family<RouteL, Counter>,
+    pub bypass_active: Family<RouteL, Gauge>,
     pub inflight: Family<RouteL, Gauge>,
     pub duration: Family<RouteL, Histogram, fn() -> Histogram>,
     pub auth: Family<ResultL, Counter>,
@@ -82,6 +83,7 @@ impl Metrics {
         let breaker_state = Family::<RouteL, Gauge>::default();
         let transitions = Family::<TransitionL, Counter>::default();
         let bypassed = Family::<RouteL, Counter>::default();
+        let bypass_active = Family::<RouteL, Gauge>::default();
         let inflight = Family::<RouteL, Gauge>::default();
         let duration =
             Family::<RouteL, Histogram, fn() -> Histogram>::new_with_constructor(new_histogram);
@@ -128,6 +130,11 @@ impl Metrics {
             bypassed.clone(),
         );
         registry.register(
+            "weir_ratelimit_bypass_active",
+            BYPASS_ACTIVE_HELP,
+            bypass_active.clone(),
+        );
+        registry.register(
             "weir_inflight",
             "Requests admitted and not finished",
             inflight.clone(),
@@ -153,6 +160,7 @@ impl Metrics {
             breaker_state,
             transitions,
             bypassed,
+            bypass_active,
             inflight,
             duration,
             auth,
@@ -186,6 +194,7 @@ impl Metrics {
         let _ = self.overflow.get_or_create(&r);
         let _ = self.budget_exhausted.get_or_create(&r);
         let _ = self.bypassed.get_or_create(&r);
+        let _ = self.bypass_active.get_or_create(&r);
         let _ = self.inflight.get_or_create(&r);
         let _ = self.duration.get_or_create(&r);
         if has_breaker {
@@ -210,6 +219,7 @@ impl Metrics {
             overflow: self.overflow.get_or_create(&r).clone(),
             budget_exhausted: self.budget_exhausted.get_or_create(&r).clone(),
             bypassed: self.bypassed.get_or_create(&r).clone(),
+            bypass_active: self.bypass_active.get_or_create(&r).clone(),
             inflight: self.inflight.get_or_create(&r).clone(),
             duration: self.duration.get_or_create(&r).clone(),
             breaker_state: has_breaker.then(|| self.breaker_state.get_or_create(&r).clone()),
@@ -301,6 +311,8 @@ pub(crate) struct RouteMetrics {
     pub overflow: Counter,
     pub budget_exhausted: Counter,
     pub bypassed: Counter,
+    /// 1 while some of the route's keys are passed as bypassed (set when rendered).
+    pub bypass_active: Gauge,
     pub inflight: Gauge,
     pub duration: Histogram,
     pub breaker_state: Option<Gauge>,
@@ -390,7 +402,11 @@ impl RouteMetrics {
     }
 }
 
-const DESCRIPTORS: [(&str, &str, &str); 12] = [
+/// Help of `weir_ratelimit_bypass_active`.
+const BYPASS_ACTIVE_HELP: &str =
+    "1 while some of the route's keys are passed as bypassed (store outage within allow_for)";
+
+const DESCRIPTORS: [(&str, &str, &str); 13] = [
     (
         "weir_requests_total",
         "Requests by route and outcome (proxied, fallback or a reason)",
@@ -432,6 +448,7 @@ const DESCRIPTORS: [(&str, &str, &str); 12] = [
         "Requests passed because the rate-limit store failed (on_store_error = allow)",
         "counter",
     ),
+    ("weir_ratelimit_bypass_active", BYPASS_ACTIVE_HELP, "gauge"),
     (
         "weir_inflight",
         "Requests admitted and not finished",
@@ -450,7 +467,7 @@ const DESCRIPTORS: [(&str, &str, &str); 12] = [
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 12] = [
+pub const FAMILIES: [&str; 13] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -460,6 +477,7 @@ pub const FAMILIES: [&str; 12] = [
     "weir_breaker_state",
     "weir_breaker_transitions_total",
     "weir_ratelimit_bypassed_total",
+    "weir_ratelimit_bypass_active",
     "weir_inflight",
     "weir_request_duration_seconds",
     "weir_auth_total",

@@ -311,6 +311,22 @@ fn store_cluster_errors_name_their_key() {
     for (extra, prefix) in cases {
         err_starts(extra, prefix);
     }
+    // allow_for only with on_store_error = "allow", and longer than 0.
+    let rl = "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1/0\"\n[[routes]]\nid = \"g\"\nmatch = { path_prefix = \"/g\" }\nupstream = \"blue\"\n[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 1\nscope = \"global\"\n";
+    err_starts(
+        &format!("{rl}allow_for = \"1m\"\n"),
+        "gateway.toml:23: routes[1].rate_limit.allow_for: only applies to on_store_error = \"allow\"",
+    );
+    err_starts(
+        &format!("{rl}on_store_error = \"allow\"\nallow_for = \"0s\"\n"),
+        "gateway.toml:24: routes[1].rate_limit.allow_for: must be longer than 0",
+    );
+    let set = parse(&format!("{BASE}{rl}on_store_error = \"allow\"\n"), "g.toml").unwrap();
+    let g = set.routes[1].rate_limit.as_ref().unwrap();
+    assert_eq!(
+        g.allow_for.map(|d| d.0),
+        Some(std::time::Duration::from_secs(300))
+    );
     let set = parse(
         &format!("{BASE}[store]\nkind = \"redis\"\ncluster = [\"127.0.0.1:7000\", \"[::1]:7001\", \"redis-a.internal:7002\"]\n"),
         "g.toml",

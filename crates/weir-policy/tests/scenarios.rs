@@ -309,6 +309,77 @@ fn store_failure_fail_open_is_marked_and_counted() {
     );
 }
 
+#[test]
+fn fail_open_expires_after_allow_for_with_bypass_evidence() {
+    let toml = GLOBAL_OK.replace("\"deny\"", "\"allow\"\nallow_for = \"1s\"");
+    let store = Arc::new(FakeStore {
+        limit: 2,
+        ..FakeStore::default()
+    });
+    let s = sim(&cfg(&toml));
+    let s = Sim {
+        engine: s.engine.with_store(store.clone()),
+        ..s
+    };
+    let go = |who: &str| {
+        s.run("GET", "/ok", &[("x-consumer-id", who)], |_| {
+            Up::Status(200, 1)
+        })
+    };
+    let active = |v: u8| format!("weir_ratelimit_bypass_active{{route=\"ok\"}} {v}");
+    assert!(s.metrics().contains(&active(0)));
+    // alice used 1 of 2 while the store answered.
+    assert_eq!(go("alice").status, 200);
+    store.fail.store(true, Ordering::SeqCst);
+    let codes: Vec<(u16, Option<String>)> = ["alice", "alice", "alice", "bob"]
+        .iter()
+        .map(|w| {
+            let o = go(w);
+            (o.status, o.h("x-weir-ratelimit").map(str::to_string))
+        })
+        .collect();
+    assert!(
+        codes
+            .iter()
+            .all(|(c, h)| *c == 200 && h.as_deref() == Some("bypassed")),
+        "{codes:?}"
+    );
+    assert!(s.metrics().contains(&active(1)));
+    let bypass = || -> serde_json::Value {
+        serde_json::from_slice(&s.engine.admin("GET", "/admin/bypass").body).unwrap()
+    };
+    let e = &bypass()["episodes"][0];
+    assert!(e["ended"].is_null(), "{e}");
+    // 4 passed; 2 consumers; alice had 1 left, so 2 of her 3 would have been refused.
+    assert_eq!(
+        (
+            &e["route"],
+            &e["requests"],
+            &e["consumers"],
+            &e["over_limit"]
+        ),
+        (&"ok".into(), &4.into(), &2.into(), &2.into())
+    );
+    // allow_for of continuous outage: fail closed, and the episode has ended.
+    s.clock.advance(Nanos::from_secs(1));
+    let o = go("carol");
+    assert_eq!(
+        (o.status, o.reason()),
+        (503, Some("ratelimit_store_unavailable"))
+    );
+    assert!(s.metrics().contains(&active(0)));
+    let e = &bypass()["episodes"][0];
+    assert!(e["ended"].is_string() && e["ended"] != e["started"], "{e}");
+    assert_eq!(e["requests"], 4);
+    // The store answers again: limits apply; the next outage may bypass again.
+    store.fail.store(false, Ordering::SeqCst);
+    assert_eq!(go("alice").status, 200);
+    store.fail.store(true, Ordering::SeqCst);
+    assert_eq!(go("alice").h("x-weir-ratelimit"), Some("bypassed"));
+    let all = bypass();
+    assert_eq!(all["episodes"].as_array().map(Vec::len), Some(2), "{all}");
+}
+
 const FLAKY: &str = r#"
 [[routes]]
 id = "flaky"

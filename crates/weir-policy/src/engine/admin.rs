@@ -20,7 +20,7 @@ impl Engine {
     }
 
     /// The admin API (see docs/HTTP.md): `/metrics`, `/healthz`, `/admin/config`,
-    /// `/admin/reload`, `/admin/breakers`; 405 for other methods there, 404 elsewhere.
+    /// `/admin/reload`, `/admin/breakers`, `/admin/bypass`; 405 for other methods there, 404 elsewhere.
     ///
     /// Without a credential: with `admin_token_env` set, only `GET /healthz` answers (use
     /// [`Engine::admin_with`] to pass the request's headers).
@@ -68,7 +68,7 @@ impl Engine {
 fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
     let path = path.split('?').next().unwrap_or(path);
     let allowed = match path {
-        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" => "GET",
+        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/bypass" => "GET",
         "/admin/reload" => "POST",
         _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
     };
@@ -112,6 +112,20 @@ fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
                 .filter_map(|r| Some(r.breaker.as_ref()?.json(&r.policy.id, &r.metrics, now)))
                 .collect();
             GatewayResponse::json(200, &json!({"revision": live.revision, "breakers": list}))
+        }
+        "/admin/bypass" => {
+            let now = engine.now();
+            let episodes: Vec<serde_json::Value> = live
+                .routes
+                .iter()
+                .filter_map(|r| {
+                    let b = r.rate_limit.as_ref()?.bypass.as_ref()?;
+                    let d = r.policy.rate_limit.as_ref()?.allow_for?;
+                    Some(b.json(&r.policy.id, now, d.nanos()))
+                })
+                .flatten()
+                .collect();
+            GatewayResponse::json(200, &json!({"episodes": episodes}))
         }
         _ => {
             drop(live);

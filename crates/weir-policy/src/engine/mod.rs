@@ -291,6 +291,14 @@ impl Engine {
             if let Some(b) = &r.breaker {
                 b.observe(&r.metrics, now);
             }
+            if let (Some(b), Some(d)) = (
+                r.rate_limit.as_ref().and_then(|l| l.bypass.as_ref()),
+                r.policy.rate_limit.as_ref().and_then(|p| p.allow_for),
+            ) {
+                r.metrics
+                    .bypass_active
+                    .set(i64::from(b.active(now, d.nanos())));
+            }
         }
         self.inner.shared.metrics.render()
     }

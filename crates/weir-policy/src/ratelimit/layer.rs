@@ -10,6 +10,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
 use weir_core::{Limit, LimitKind, MAX_SLIDING_LOG_LIMIT};
 
+/// `allow_for` when the file is silent: one outage is bypassed for at most 5 minutes.
+pub(crate) const DEFAULT_ALLOW_FOR: Duration = Duration::from_secs(300);
+
 /// Where rate-limit state lives.
 #[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
@@ -107,6 +110,10 @@ pub struct RateLimitPolicy {
     pub scope: Scope,
     /// Global scope: deny or allow when the store fails.
     pub on_store_error: OnStoreError,
+    /// `on_store_error = "allow"`: how long one store outage may be bypassed (default
+    /// 5m); after that the shard's keys are answered fail-closed until the store answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_for: Option<Dur>,
     /// Enforce or shadow.
     pub mode: Mode,
     /// Bound on local keyed state.
@@ -200,7 +207,13 @@ pub(crate) fn describe(rl: &RateLimitPolicy) -> String {
         },
         rl.scope,
         if rl.scope == Scope::Global {
-            format!(", on_store_error {:?}", rl.on_store_error)
+            format!(
+                ", on_store_error {:?}{}",
+                rl.on_store_error,
+                rl.allow_for
+                    .map(|d| format!(" for {d}"))
+                    .unwrap_or_default()
+            )
         } else {
             String::new()
         },
@@ -232,6 +245,7 @@ pub(crate) struct RawRateLimit {
     pub deny_empty_key: Option<bool>,
     pub scope: Option<Scope>,
     pub on_store_error: Option<OnStoreError>,
+    pub allow_for: Option<Dur>,
     pub mode: Option<Mode>,
     pub max_keys: Option<u64>,
     pub max_key_bytes: Option<u64>,
@@ -284,6 +298,22 @@ pub(crate) fn compile(
             "only applies to scope = \"global\"",
         ));
     }
+    let on_store_error = rl.on_store_error.unwrap_or(OnStoreError::Deny);
+    let allow_for = match (on_store_error, rl.allow_for) {
+        (OnStoreError::Allow, d) => Some(nonzero_dur_or(
+            ctx,
+            &format!("{k}.allow_for"),
+            d,
+            Dur(DEFAULT_ALLOW_FOR),
+        )?),
+        (OnStoreError::Deny, None) => None,
+        (OnStoreError::Deny, Some(_)) => {
+            return Err(ctx.err(
+                format!("{k}.allow_for"),
+                "only applies to on_store_error = \"allow\"",
+            ));
+        }
+    };
     let count = |name: &str, v: Option<u64>, default: u64| {
         at_least_1(ctx, &format!("{k}.{name}"), v.unwrap_or(default))
     };
@@ -292,7 +322,8 @@ pub(crate) fn compile(
         key,
         deny_empty_key: rl.deny_empty_key.unwrap_or(true),
         scope,
-        on_store_error: rl.on_store_error.unwrap_or(OnStoreError::Deny),
+        on_store_error,
+        allow_for,
         mode: rl.mode.unwrap_or(Mode::Enforce),
         max_keys: count("max_keys", rl.max_keys, 100_000)?,
         max_key_bytes: count("max_key_bytes", rl.max_key_bytes, 256)?,

@@ -2,6 +2,7 @@
 //! its limit is unchanged) and the per-request check — local table or global store,
 //! shadow mode, the IETF `RateLimit` fields, and the leaky bucket's shaping delay.
 
+use super::bypass::{Bypass, OnFailure, Params};
 use super::layer::{Mode, OnStoreError, RateLimitPolicy, Scope};
 use super::local::{KeyedLimiter, keyed_limiter};
 use crate::metrics::RouteMetrics;
@@ -25,6 +26,8 @@ pub(crate) struct RateLimiter {
     local: Option<Arc<LocalTable>>,
     /// `"ROUTE";q=Q;w=W`, prepared once.
     policy_header: HeaderText,
+    /// Global routes that fail open: the outage and episode tracker (kept across reloads).
+    pub(crate) bypass: Option<Arc<Bypass>>,
 }
 
 impl RateLimiter {
@@ -47,8 +50,14 @@ impl RateLimiter {
                     })
             }
         };
+        let bypass =
+            (p.scope == Scope::Global && p.on_store_error == OnStoreError::Allow).then(|| {
+                prev.and_then(|r| r.bypass.clone())
+                    .unwrap_or_else(|| Arc::new(Bypass::new()))
+            });
         RateLimiter {
             local,
+            bypass,
             policy_header: HeaderText::from(format!("\"{id}\";q={q};w={w}")),
         }
     }
@@ -116,10 +125,33 @@ pub(crate) async fn check<T: Timer>(
                 limit: p.limit,
                 cost: 1,
             };
-            match store_acquire(&store, timer, req).await {
+            let shard = store.store.as_ref().map_or(0, |s| s.shard(&req.key));
+            let tracked = rt.bypass.as_deref().zip(p.allow_for).map(|(b, d)| {
+                let params = Params {
+                    limit: &p.limit,
+                    max_keys: p.max_keys,
+                    allow_for: d.nanos(),
+                };
+                (b, params)
+            });
+            let answer = store_acquire(&store, timer, req).await;
+            let now = store.clock.now();
+            // Fail-open that expires: past `allow_for`, the shard's keys fail closed.
+            let on_error = match (&answer, tracked) {
+                (Ok(d), Some((b, params))) => {
+                    b.success(shard, key.0, d.remaining, now, params);
+                    p.on_store_error
+                }
+                (Err(_), Some((b, params))) => match b.failure(shard, key.0, now, params) {
+                    OnFailure::Bypass => OnStoreError::Allow,
+                    OnFailure::Expired => OnStoreError::Deny,
+                },
+                _ => p.on_store_error,
+            };
+            match answer {
                 Ok(d) => Some(d),
                 Err(_) => {
-                    match p.on_store_error {
+                    match on_error {
                         OnStoreError::Deny if !shadow => {
                             out.reject = Some((Outcome::RatelimitStoreUnavailable, None));
                             return out;
