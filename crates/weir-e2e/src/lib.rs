@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod harness;
 pub mod redis;
 pub mod scenarios;
+pub mod scenarios_cluster;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -71,6 +72,9 @@ macro_rules! suite {
             auth_limits_by_verified_consumer_and_failures_consume_nothing,
             admin_token_required_read_only_and_sighup_reload,
             non_loopback_admin_without_token_refused,
+            cluster_limits_exact_across_two_instances_on_every_master,
+            cluster_master_killed_only_its_slots_fail_then_recover,
+            fail_open_expires_with_bypass_episode,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {
