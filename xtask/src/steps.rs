@@ -68,13 +68,19 @@ fn fmt() -> Result {
 
 /// Unit, property and integration tests of every crate — including the end-to-end suites
 /// (`crates/weir-e2e`, run by each frontend's tests against its real binary) and the tests
-/// against a real `redis-server`, which is installed first; with `WEIR_REQUIRE_REDIS=1` a
+/// against a real `redis-server` (and a six-node Redis Cluster on loopback, joined with
+/// `redis-cli`), which is installed first; with `WEIR_REQUIRE_REDIS=1` a
 /// Redis test that cannot start Redis fails instead of skipping. `--all-targets` also builds
 /// every criterion suite and runs each benchmark once in test mode, so the benches never
 /// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    setup::ensure_apt(&[("cmake", "cmake"), ("redis-server", "redis-server")])?;
+    // redis-cli (redis-tools) joins the Redis Cluster of the cluster tests.
+    setup::ensure_apt(&[
+        ("cmake", "cmake"),
+        ("redis-server", "redis-server"),
+        ("redis-cli", "redis-tools"),
+    ])?;
     run(cargo()
         .args(["test", "--workspace", "--all-targets"])
         .env("WEIR_REQUIRE_REDIS", "1"))?;

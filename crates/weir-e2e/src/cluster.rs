@@ -54,6 +54,20 @@ impl RedisCluster {
         if !crate::redis::available(test) {
             return None;
         }
+        let cli = Command::new("redis-cli")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !cli {
+            assert!(
+                !crate::redis::required(),
+                "{test}: redis-cli is missing but {}=1 (apt-get install redis-tools)",
+                crate::redis::REQUIRE_ENV
+            );
+            eprintln!("{test}: SKIPPED: redis-cli is not installed (it builds the cluster)");
+            return None;
+        }
         let dir = scratch_dir();
         let mut c = RedisCluster {
             nodes: Vec::new(),
