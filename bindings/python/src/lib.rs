@@ -48,6 +48,9 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(replay::_bench_core_loop, m)?)?;
         m.add_class::<replay::PyProbe>()?;
     }
+    // The package version is the crate's (pyproject's version is dynamic: maturin reads it
+    // from Cargo.toml), so the two cannot disagree.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_SLIDING_LOG_LIMIT", limiters::MAX_LOG_LIMIT)?;
     m.add(
         "InsufficientCapacity",

@@ -1,7 +1,8 @@
 # Hand-written type stubs for `weir` (the native part lives in weir._weir).
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 MAX_SLIDING_LOG_LIMIT: int  # 32768: the largest SlidingLog limit
+__version__: str  # the package version
 
 __all__ = [
     "Backoff",
@@ -14,6 +15,7 @@ __all__ = [
     "MAX_SLIDING_LOG_LIMIT",
     "ManualClock",
     "Permit",
+    "ReplayDecision",
     "ReplayResult",
     "RetryBudget",
     "Semaphore",
@@ -228,6 +230,18 @@ class CircuitBreaker:
     @property
     def clock(self) -> Optional[ManualClock]: ...
 
+class ReplayDecision(NamedTuple):
+    """One replayed event's decision; a tuple whose truth value is ``allowed``."""
+
+    allowed: bool
+    remaining: int
+    retry_after: float
+    delay: float
+    def __bool__(self) -> bool: ...
+    # tuple's own methods
+    def count(self, value: Any, /) -> int: ...
+    def index(self, value: Any, start: int = 0, stop: int = ..., /) -> int: ...
+
 class ReplayResult:
     """Columns of a replayed trace (read-only memoryviews, zero-copy into numpy)."""
 
@@ -242,7 +256,11 @@ class ReplayResult:
     @property
     def rejected(self) -> int: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, i: int) -> Tuple[bool, int, float, float]: ...
+    @overload
+    def __getitem__(self, i: int) -> ReplayDecision: ...
+    @overload
+    def __getitem__(self, i: slice) -> ReplayResult: ...
+    def __iter__(self) -> Iterator[ReplayDecision]: ...
     def to_numpy(self) -> dict[str, Any]: ...
 
 def replay(limiter: _RateLimiter, times: Union[Sequence[float], Any], costs: Optional[Union[Sequence[int], Any]] = None) -> ReplayResult: ...
