@@ -94,7 +94,7 @@ pub use check::__set_test_env;
 pub use check::ConfigError;
 pub use descriptor::Headers;
 pub use dur::Dur;
-pub use engine::{Engine, Overrides, StoreFactory};
+pub use engine::{Engine, Overrides, RollbackError, StoreFactory};
 pub use flow::{Admission, Attempt, AttemptResult, Flow, Next, RequestInfo};
 pub use metrics::FAMILIES;
 pub use outcome::Outcome;
