@@ -136,6 +136,26 @@ impl Engine {
         )
     }
 
+    /// For the simulator (`crate::sim`): an engine on `clock` whose every random choice,
+    /// the keyed tables' hash key included, follows `seed`, with no access log (the
+    /// simulator reports each request itself).
+    pub(crate) fn for_simulation(
+        text: &str,
+        origin: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        let mut set = config::parse(text, origin)?;
+        let mut server = (*set.server).clone();
+        server.log = AccessLogTarget::Off;
+        set.server = Arc::new(server);
+        let source = Source::Text(text.to_string(), origin.to_string());
+        let mut k = weir_core::SplitMix64::new(seed);
+        use weir_core::Rng;
+        let key = (k.next_u64(), k.next_u64());
+        Self::build_keyed(set, text, source, clock, seed, key)
+    }
+
     /// Only validates and compiles (what `--check` uses before printing
     /// [`PolicySet::describe`]); starts no log thread.
     pub fn check(path: &Path) -> Result<PolicySet, ConfigError> {
@@ -149,6 +169,18 @@ impl Engine {
         source: Source,
         clock: Arc<dyn Clock + Send + Sync>,
         seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        Self::build_keyed(set, text, source, clock, seed, (random_u64(), random_u64()))
+    }
+
+    /// [`Engine::build`] with the keyed tables' hash key given.
+    fn build_keyed(
+        set: PolicySet,
+        text: &str,
+        source: Source,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+        table_key: (u64, u64),
     ) -> Result<Engine, ConfigError> {
         let log = AccessLog::start(&set.server.log).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
@@ -166,7 +198,7 @@ impl Engine {
                     store: ArcSwapOption::empty(),
                     metrics,
                     log,
-                    table_key: (random_u64(), random_u64()),
+                    table_key,
                     seq: AtomicU64::new(0),
                     flows: AtomicU64::new(0),
                     seed,
