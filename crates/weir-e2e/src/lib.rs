@@ -72,6 +72,7 @@ macro_rules! suite {
             admin_token_required_read_only_and_sighup_reload,
             non_loopback_admin_without_token_refused,
             rollback_restores_a_revision_and_keeps_state,
+            simulate_agrees_with_the_gateway_on_admissions,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {
