@@ -100,7 +100,7 @@ impl std::error::Error for RollbackError {}
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::engine::history::History;
 
     #[test]
     fn keeps_the_last_ten_with_digests() {

@@ -146,7 +146,10 @@ impl SimUpstream {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::attempt::AttemptResult;
+    use crate::sim::upstream::{SimUpstream, UpstreamModel};
+    use std::time::Duration;
+    use weir_core::Nanos;
 
     #[test]
     fn parses_specs_and_names_the_bad_part() {
