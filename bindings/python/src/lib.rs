@@ -1,7 +1,7 @@
 //! `weir._weir`: the native half of the `weir` Python package.
 //!
 //! Glue only: every decision is made by `weir-core`'s primitives (the exact production
-//! decisions); this crate converts arguments (float seconds ↔ [`weir_core::Nanos`], see
+//! decisions), and `weir.Simulation` runs `weir-policy`'s engine itself on virtual time; this crate converts arguments (float seconds ↔ [`weir_core::Nanos`], see
 //! the `time` module), maps outcomes to exceptions in one place (`errors`) and wraps
 //! results.
 //! Objects are `#[pyclass(frozen)]` over the core's lock-free shared forms, so they are
@@ -12,6 +12,7 @@ mod errors;
 mod limiters;
 mod replay;
 mod resilience;
+mod simulation;
 mod time;
 
 use pyo3::prelude::*;
@@ -40,6 +41,7 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
         resilience::PyRetryBudget,
         resilience::PyBackoff,
         resilience::PyCircuitBreaker,
+        simulation::PySimulation,
     );
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;
@@ -48,6 +50,9 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(replay::_bench_core_loop, m)?)?;
         m.add_class::<replay::PyProbe>()?;
     }
+    // The package version is the crate's (pyproject's version is dynamic: maturin reads it
+    // from Cargo.toml), so the two cannot disagree.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_SLIDING_LOG_LIMIT", limiters::MAX_LOG_LIMIT)?;
     m.add(
         "InsufficientCapacity",

@@ -258,3 +258,45 @@ def test_replay_into_huge_pages_and_out_buffers(kind):
     ra, dl = (np.asarray(c) for c in (r.retry_after, r.delay))
     assert (ra[allowed] == 0).all() and (dl[~allowed] == 0).all()
     assert ((ra + dl) == np.asarray(r._wait)).all()
+
+
+def test_items_are_decisions_and_slices_are_results():
+    """`result[i]` is a decision whose truth value is `.allowed` (a rejected event is
+    falsy); slicing gives a result of the slice; iteration yields the same decisions."""
+    lb = weir.LeakyBucket(2, 1.0, 2, delay=1, clock=weir.ManualClock())
+    r = weir.replay(lb, [0.0, 0.0, 0.0, 0.0, 0.6, 5.0])
+    assert [bool(d) for d in r] == [True, True, True, False, True, True]
+    d = r[3]
+    assert isinstance(d, weir.ReplayDecision) and not d
+    assert (d.allowed, d.remaining, d.delay) == (False, 0, 0.0) and d.retry_after == 0.5
+    assert r[2].allowed and r[2].delay == 0.5 and r[2].retry_after == 0.0 and r[-1] == r[5]
+    assert list(r) == [r[i] for i in range(len(r))]
+    s = r[2:5]
+    assert isinstance(s, weir.ReplayResult) and len(s) == 3
+    assert list(s) == [r[2], r[3], r[4]]
+    assert (s.admitted, s.rejected, s.delayed) == (2, 1, sum(1 for x in s if x.delay))
+    assert list(s.delay) == [x.delay for x in s] and list(s.retry_after) == [x.retry_after for x in s]
+    # steps and empty slices; a slice of a slice
+    assert list(r[::2]) == [r[0], r[2], r[4]] and len(r[4:2]) == 0 and r[1:][1:][0] == r[2]
+    assert r[::-1][0] == r[5] and r[::2].admitted == 3
+    with pytest.raises(IndexError):
+        r[6]
+
+
+def test_slice_numpy_and_no_delay_kind():
+    np = pytest.importorskip("numpy")
+    tb = weir.TokenBucket(1, 1.0, 2, clock=weir.ManualClock())
+    r = weir.replay(tb, np.arange(0, 10, 0.25))
+    s = r[10:30:3]
+    cols = s.to_numpy()
+    assert cols["allowed"].tolist() == [bool(x) for x in s]
+    assert s.admitted == int(cols["allowed"].sum()) and s.delayed == 0
+    assert cols["delay"].tolist() == [0.0] * len(s)
+    assert cols["retry_after"].tolist() == [x.retry_after for x in r][10:30:3]
+
+
+def test_version_is_the_package_version():
+    from importlib.metadata import version
+
+    assert weir.__version__ == version("weir")
+    assert weir.__version__.count(".") == 2

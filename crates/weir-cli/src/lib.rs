@@ -17,6 +17,7 @@
 //! `--config`). Flags and the config keys they override: docs/CONFIG.md.
 
 pub mod demo;
+pub mod simulate;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -116,6 +117,21 @@ pub fn main<X: Args>(
     about: &'static str,
     run: impl FnOnce(Cli<X>) -> Result<ExitCode, String>,
 ) -> ExitCode {
+    // `BIN simulate ...` is a command of its own (no gateway starts).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "simulate") {
+        let mut cmd = simulate::SimulateArgs::command()
+            .name("simulate")
+            .bin_name(format!("{bin} simulate"))
+            .about("Runs a trace through the config on virtual time, upstreams simulated.");
+        let sim = cmd
+            .try_get_matches_from_mut(std::env::args_os().skip(2))
+            .and_then(|m| simulate::SimulateArgs::from_arg_matches(&m))
+            .unwrap_or_else(|e| e.format(&mut cmd).exit());
+        return simulate::run(sim).unwrap_or_else(|e| {
+            eprintln!("{bin}: error: {e}");
+            ExitCode::FAILURE
+        });
+    }
     let cli =
         Cli::<X>::try_parse_from(bin, about, std::env::args_os()).unwrap_or_else(|e| e.exit());
     run(cli).unwrap_or_else(|e| {

@@ -252,6 +252,15 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("admin {method} {path}: {e}"))
     }
 
+    /// One admin request with a body and extra header lines (panics on I/O errors).
+    pub fn admin_body(&self, method: &str, path: &str, headers: &[&str], body: &str) -> Resp {
+        let mut c =
+            Client::connect(self.admin).unwrap_or_else(|e| panic!("admin {method} {path}: {e}"));
+        let raw = crate::client::request(method, path, headers, Some(body.as_bytes()));
+        c.exchange(raw.as_bytes(), false)
+            .unwrap_or_else(|e| panic!("admin {method} {path}: {e}"))
+    }
+
     /// One admin request (panics on I/O errors).
     pub fn admin(&self, method: &str, path: &str) -> Resp {
         self.try_admin(method, path)

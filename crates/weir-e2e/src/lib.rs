@@ -19,6 +19,7 @@ pub mod harness;
 pub mod redis;
 pub mod scenarios;
 pub mod scenarios_cluster;
+pub mod scenarios_sim;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -75,6 +76,8 @@ macro_rules! suite {
             cluster_limits_exact_across_two_instances_on_every_master,
             cluster_master_killed_only_its_slots_fail_then_recover,
             fail_open_expires_with_bypass_episode,
+            rollback_restores_a_revision_and_keeps_state,
+            simulate_agrees_with_the_gateway_on_admissions,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

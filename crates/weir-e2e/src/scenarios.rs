@@ -1622,7 +1622,21 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
 }
 
 const JWT_SECRET: &str = "e2e-hs256-secret-test-only";
-const ADMIN_TOKEN: &str = "e2e-admin-token-test-only";
+pub(crate) const ADMIN_TOKEN: &str = "e2e-admin-token-test-only";
+
+/// `[server]` lines of an admin API behind [`ADMIN_TOKEN`] that refuses every POST.
+pub(crate) const READ_ONLY_ADMIN: &str =
+    "admin_token_env = \"WEIR_E2E_ADMIN_TOKEN\"\nadmin_read_only = true\n";
+
+/// A gateway with one route `/ok` to `ups`' "blue" and a [`READ_ONLY_ADMIN`] admin API.
+pub(crate) fn read_only_admin_gateway(bin: &Path, ups: &[(&str, SocketAddr)]) -> Gateway {
+    Gateway::start_with_env(
+        bin,
+        &config_with(ups, &route("ok", "/ok", "blue"), READ_ONLY_ADMIN),
+        &[],
+        &[("WEIR_E2E_ADMIN_TOKEN", ADMIN_TOKEN)],
+    )
+}
 
 /// An HS256 token for `sub` with `scope`, valid for 10 minutes.
 fn hs256(sub: &str, scope: &str) -> String {
@@ -1790,13 +1804,8 @@ pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path)
 pub fn admin_token_required_read_only_and_sighup_reload(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
-    let server = "admin_token_env = \"WEIR_E2E_ADMIN_TOKEN\"\nadmin_read_only = true\n";
-    let gw = Gateway::start_with_env(
-        bin,
-        &config_with(&ups, &route("ok", "/ok", "blue"), server),
-        &[],
-        &[("WEIR_E2E_ADMIN_TOKEN", ADMIN_TOKEN)],
-    );
+    let server = READ_ONLY_ADMIN;
+    let gw = read_only_admin_gateway(bin, &ups);
     assert_eq!(gw.admin("GET", "/healthz").status, 200);
     let good = format!("authorization: Bearer {ADMIN_TOKEN}");
     for (m, p) in [
@@ -1879,3 +1888,4 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
 }
 
 pub use crate::scenarios_cluster::*;
+pub use crate::scenarios_sim::*;

@@ -1,13 +1,16 @@
 //! The admin API listener: a Pingora HTTP app that answers with `Engine::admin`.
 //!
 //! The engine implements every admin path (docs/HTTP.md, admin API); this app only reads the request
-//! head, drains any body (so keep-alive stays in sync) and writes the answer (a reload
+//! head and body (draining what it does not keep, so keep-alive stays in sync) and writes the answer (a reload
 //! re-attaches the global store inside the engine).
 
 use async_trait::async_trait;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use weir_policy::Engine;
+
+/// The most of an admin request body that is kept (the rest is drained).
+const MAX_ADMIN_BODY: usize = 1 << 20;
 
 /// `ServeHttp` app over [`Engine::admin`].
 pub struct AdminApp {
@@ -24,7 +27,13 @@ impl AdminApp {
 #[async_trait]
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        while let Ok(Some(_)) = session.read_request_body().await {}
+        // `POST /admin/rollback` carries `{"revision": N}`; other bodies are only drained.
+        let mut body = Vec::new();
+        while let Ok(Some(b)) = session.read_request_body().await {
+            if body.len() < MAX_ADMIN_BODY {
+                body.extend_from_slice(&b[..b.len().min(MAX_ADMIN_BODY - body.len())]);
+            }
+        }
         let (method, path, auth) = {
             let req = session.req_header();
             // Only the credential is handed over (admin_token_env); it is never logged.
@@ -48,7 +57,7 @@ impl ServeHttp for AdminApp {
         let engine = self.engine.clone();
         // Reload reads and compiles a file: keep it off the event loop.
         let resp = tokio::task::spawn_blocking(move || {
-            let resp = engine.admin_with(&method, &path, &auth);
+            let resp = engine.admin_request(&method, &path, &auth, &body);
             // The engine re-attaches its store on reload itself; it only reports what it did.
             for n in engine.take_notices() {
                 eprintln!("weir-pingora: {n}");

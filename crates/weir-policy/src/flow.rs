@@ -299,6 +299,17 @@ impl Flow {
         self.live.revision
     }
 
+    /// How the request ended so far (`None` until a step decided: the `outcome` label
+    /// [`finish`](Self::finish) will count, `aborted` when it stays `None`).
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.outcome
+    }
+
+    /// Time spent in the concurrency queue (the access log's `queue_ms`).
+    pub fn queue_time(&self) -> Duration {
+        self.log.queue_ns.into()
+    }
+
     fn route_id(&self) -> &str {
         self.route.as_ref().map_or("-", |r| r.policy.id.as_str())
     }

@@ -88,13 +88,14 @@ mod engine;
 mod flow;
 pub mod policy;
 mod runtime;
+pub mod sim;
 
 #[doc(hidden)]
 pub use check::__set_test_env;
 pub use check::ConfigError;
 pub use descriptor::Headers;
 pub use dur::Dur;
-pub use engine::{Engine, Overrides, StoreFactory};
+pub use engine::{Engine, Overrides, RollbackError, StoreFactory};
 pub use flow::{Admission, Attempt, AttemptResult, Flow, Next, RequestInfo};
 pub use metrics::FAMILIES;
 pub use outcome::Outcome;

@@ -25,8 +25,10 @@ from weir._weir import (
     SlidingLog,
     SlidingWindow,
     TokenBucket,
+    __version__,
 )
-from weir._replay import ReplayResult, replay
+from weir._replay import ReplayDecision, ReplayResult, replay
+from weir._simulation import SimulatedRequest, Simulation, SimulationResult
 
 # Everything imported above, in the order of dir(): the stub (__init__.pyi) spells the list
 # out and tests/test_stubs.py checks that both agree.

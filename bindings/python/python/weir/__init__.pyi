@@ -1,7 +1,8 @@
 # Hand-written type stubs for `weir` (the native part lives in weir._weir).
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 MAX_SLIDING_LOG_LIMIT: int  # 32768: the largest SlidingLog limit
+__version__: str  # the package version
 
 __all__ = [
     "Backoff",
@@ -14,9 +15,13 @@ __all__ = [
     "MAX_SLIDING_LOG_LIMIT",
     "ManualClock",
     "Permit",
+    "ReplayDecision",
     "ReplayResult",
     "RetryBudget",
     "Semaphore",
+    "SimulatedRequest",
+    "Simulation",
+    "SimulationResult",
     "SlidingLog",
     "SlidingWindow",
     "TokenBucket",
@@ -228,6 +233,18 @@ class CircuitBreaker:
     @property
     def clock(self) -> Optional[ManualClock]: ...
 
+class ReplayDecision(NamedTuple):
+    """One replayed event's decision; a tuple whose truth value is ``allowed``."""
+
+    allowed: bool
+    remaining: int
+    retry_after: float
+    delay: float
+    def __bool__(self) -> bool: ...
+    # tuple's own methods
+    def count(self, value: Any, /) -> int: ...
+    def index(self, value: Any, start: int = 0, stop: int = ..., /) -> int: ...
+
 class ReplayResult:
     """Columns of a replayed trace (read-only memoryviews, zero-copy into numpy)."""
 
@@ -242,7 +259,60 @@ class ReplayResult:
     @property
     def rejected(self) -> int: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, i: int) -> Tuple[bool, int, float, float]: ...
+    @overload
+    def __getitem__(self, i: int) -> ReplayDecision: ...
+    @overload
+    def __getitem__(self, i: slice) -> ReplayResult: ...
+    def __iter__(self) -> Iterator[ReplayDecision]: ...
     def to_numpy(self) -> dict[str, Any]: ...
 
 def replay(limiter: _RateLimiter, times: Union[Sequence[float], Any], costs: Optional[Union[Sequence[int], Any]] = None) -> ReplayResult: ...
+
+class SimulatedRequest(NamedTuple):
+    """One simulated request: what the client got."""
+
+    t: float
+    route: str
+    status: int
+    reason: str
+    attempts: int
+    queue: float
+    duration: float
+    # tuple's own methods
+    def count(self, value: Any, /) -> int: ...
+    def index(self, value: Any, start: int = 0, stop: int = ..., /) -> int: ...
+
+class SimulationResult:
+    """Columns of a simulation run (numeric ones read-only memoryviews)."""
+
+    t: list[float]
+    status: memoryview  # format 'H'
+    attempts: memoryview  # format 'I'
+    duration: memoryview  # format 'd', seconds
+    queue: memoryview  # format 'd', seconds
+    route: list[str]
+    reason: list[str]
+    def __len__(self) -> int: ...
+    def __getitem__(self, i: int) -> SimulatedRequest: ...
+    def __iter__(self) -> Iterator[SimulatedRequest]: ...
+    def summary(self) -> dict[str, dict[str, int]]: ...
+    def to_pandas(self) -> Any: ...
+
+class Simulation:
+    """A gateway config (path or TOML text) on virtual time, upstreams simulated."""
+
+    def __init__(self, config: str, seed: int = 0) -> None: ...
+    def upstream(
+        self,
+        name: str,
+        latency: Union[float, Sequence[float]] = 0.02,
+        errors: float = 0.0,
+        outages: Sequence[Tuple[float, float]] = (),
+    ) -> Simulation: ...
+    def run(
+        self,
+        times: Union[Sequence[float], Any],
+        paths: Union[str, Sequence[str]],
+        methods: Optional[Sequence[str]] = None,
+        headers: Union[None, Mapping[str, str], Sequence[Mapping[str, str]]] = None,
+    ) -> SimulationResult: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from typing import Any, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 from weir import _weir
 
@@ -75,6 +75,22 @@ def _costs_column(costs: Any) -> memoryview:
     return _column(costs, "costs", _NATIVE_U64, "Q", "ints", _cost_overflow)
 
 
+class ReplayDecision(NamedTuple):
+    """One replayed event's decision: ``(allowed, remaining, retry_after, delay)``.
+
+    A tuple (so it unpacks and compares like one) whose truth value is ``allowed``, as a
+    :class:`Decision`'s is: ``[bool(d) for d in result]`` lists the admissions.
+    """
+
+    allowed: bool
+    remaining: int
+    retry_after: float
+    delay: float
+
+    def __bool__(self) -> bool:
+        return bool(self.allowed)
+
+
 class ReplayResult:
     """The decisions of a replayed trace, one column per field, in event order.
 
@@ -86,8 +102,9 @@ class ReplayResult:
     - ``delay``: format ``'d'`` — a leaky bucket's hold time, 0.0 otherwise.
 
     ``admitted`` is the number of allowed events, ``delayed`` the number of those with a
-    delay; ``len(result)`` the number of events; ``result[i]`` is a
-    ``(allowed, remaining, retry_after, delay)`` tuple.
+    delay; ``len(result)`` the number of events. ``result[i]`` is a :class:`ReplayDecision`
+    (truth value ``allowed``), iteration yields them in order, and ``result[a:b:c]`` is a
+    ``ReplayResult`` of those events (views of the same buffers, no copy).
     """
 
     __slots__ = ("allowed", "remaining", "admitted", "delayed", "_columns", "_wait", "_split")
@@ -133,10 +150,35 @@ class ReplayResult:
     def __len__(self) -> int:
         return len(self.allowed)
 
-    def __getitem__(self, i: int) -> tuple:
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._slice(i)
         ok = self.allowed[i]
         w = self._wait[i]
-        return (ok, self.remaining[i], 0.0 if ok else w, w if ok else 0.0)
+        return ReplayDecision(ok, self.remaining[i], 0.0 if ok else w, w if ok else 0.0)
+
+    def __iter__(self) -> Iterator[ReplayDecision]:
+        for ok, rem, w in zip(self.allowed, self.remaining, self._wait):
+            yield ReplayDecision(ok, rem, 0.0 if ok else w, w if ok else 0.0)
+
+    def _slice(self, s: slice) -> "ReplayResult":
+        """The events of `s` as a result of their own: views of this result's columns (the
+        wait split, when some event was delayed, is made once here and sliced)."""
+        r = ReplayResult.__new__(ReplayResult)
+        r._columns = self._columns
+        r.remaining = self.remaining[s]
+        r._wait = self._wait[s]
+        r.allowed = self.allowed[s]
+        # `bytes.count` runs in C: the tallies of a large slice stay cheap.
+        r.admitted = r.allowed.tobytes().count(1)
+        if self.delayed == 0:
+            r.delayed = 0
+            r._split = None
+        else:
+            ra, dl = self._columns_split()
+            r._split = (ra[s], dl[s])
+            r.delayed = sum(1 for d in r._split[1] if d != 0.0)
+        return r
 
     @property
     def rejected(self) -> int:

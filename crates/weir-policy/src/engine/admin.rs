@@ -1,7 +1,7 @@
 //! The admin API router (see docs/HTTP.md, "Admin API") and the record of requests a
 //! frontend refuses before they are understood.
 
-use super::Engine;
+use super::{Engine, RollbackError};
 use crate::accesslog::{Record, now_rfc3339};
 use crate::descriptor::Headers;
 use crate::outcome::Outcome;
@@ -20,7 +20,7 @@ impl Engine {
     }
 
     /// The admin API (see docs/HTTP.md): `/metrics`, `/healthz`, `/admin/config`,
-    /// `/admin/reload`, `/admin/breakers`, `/admin/bypass`; 405 for other methods there, 404 elsewhere.
+    /// `/admin/reload`, `/admin/rollback`, `/admin/breakers`, `/admin/bypass`; 405 for other methods there, 404 elsewhere.
     ///
     /// Without a credential: with `admin_token_env` set, only `GET /healthz` answers (use
     /// [`Engine::admin_with`] to pass the request's headers).
@@ -32,6 +32,18 @@ impl Engine {
     /// request but `GET /healthz` needs `Authorization: Bearer <token>` (401 otherwise,
     /// compared in constant time); with `admin_read_only`, every POST is 405.
     pub fn admin_with(&self, method: &str, path: &str, headers: &dyn Headers) -> GatewayResponse {
+        self.admin_request(method, path, headers, b"")
+    }
+
+    /// [`Engine::admin_with`] with the request body (`POST /admin/rollback` reads
+    /// `{"revision": N}` from it; every other path ignores it).
+    pub fn admin_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &dyn Headers,
+        body: &[u8],
+    ) -> GatewayResponse {
         let server = self.server();
         let bare = path.split('?').next().unwrap_or(path);
         let health = bare == "/healthz" && (method == "GET" || method == "HEAD");
@@ -61,15 +73,48 @@ impl Engine {
             r.headers.push(("allow", "GET, HEAD".to_string()));
             return r;
         }
-        route(self, method, path)
+        route(self, method, path, body)
     }
 }
 
-fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
+/// `POST /admin/rollback` with `{"revision": N}`.
+fn rollback(engine: &Engine, body: &[u8]) -> GatewayResponse {
+    let want = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("revision")?.as_u64());
+    let Some(want) = want else {
+        return GatewayResponse::json(
+            400,
+            &json!({"error": "the body must be {\"revision\": N}", "revision": engine.revision()}),
+        );
+    };
+    match engine.rollback(want) {
+        Ok(rev) => GatewayResponse::json(
+            200,
+            &json!({
+                "revision": rev,
+                "rolled_back_to": want,
+                "note": "the config file was not rewritten: the next reload reads the file again",
+            }),
+        ),
+        Err(e) => {
+            let status = match e {
+                RollbackError::Unknown(_) => 404,
+                RollbackError::Config(_) => 400,
+            };
+            GatewayResponse::json(
+                status,
+                &json!({"error": e.to_string(), "revision": engine.revision()}),
+            )
+        }
+    }
+}
+
+fn route(engine: &Engine, method: &str, path: &str, body: &[u8]) -> GatewayResponse {
     let path = path.split('?').next().unwrap_or(path);
     let allowed = match path {
         "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/bypass" => "GET",
-        "/admin/reload" => "POST",
+        "/admin/reload" | "/admin/rollback" => "POST",
         _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
     };
     if !(method == allowed || (allowed == "GET" && method == "HEAD")) {
@@ -101,6 +146,7 @@ fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
             let mut v = serde_json::to_value(&*live.set).unwrap_or_default();
             if let Some(o) = v.as_object_mut() {
                 o.insert("revision".into(), live.revision.into());
+                o.insert("history".into(), engine.history_json());
             }
             GatewayResponse::json(200, &v)
         }
@@ -126,6 +172,10 @@ fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
                 .flatten()
                 .collect();
             GatewayResponse::json(200, &json!({"episodes": episodes}))
+        }
+        "/admin/rollback" => {
+            drop(live);
+            rollback(engine, body)
         }
         _ => {
             drop(live);

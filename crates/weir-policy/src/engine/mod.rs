@@ -4,8 +4,10 @@
 //! runtime state a request reads lives in [`crate::runtime`].
 
 mod admin;
+mod history;
 mod overrides;
 
+pub use history::RollbackError;
 pub use overrides::Overrides;
 
 use crate::accesslog::AccessLog;
@@ -42,6 +44,8 @@ struct Control {
     factory: Option<StoreFactory>,
     /// What the engine had to say since the last [`Engine::take_notices`].
     notices: Vec<String>,
+    /// The last good revisions, for `GET /admin/config` and rollback.
+    history: history::History,
 }
 
 struct Inner {
@@ -89,6 +93,7 @@ impl Engine {
         let set = config::parse(&text, &origin)?;
         Self::build(
             set,
+            &text,
             Source::File(path.to_path_buf()),
             Arc::new(QuantaClock::new()),
             random_u64(),
@@ -124,10 +129,31 @@ impl Engine {
         let set = config::parse(text, origin)?;
         Self::build(
             set,
+            text,
             Source::Text(text.to_string(), origin.to_string()),
             clock,
             seed,
         )
+    }
+
+    /// For the simulator (`crate::sim`): an engine on `clock` whose every random choice,
+    /// the keyed tables' hash key included, follows `seed`, with no access log (the
+    /// simulator reports each request itself).
+    pub(crate) fn for_simulation(
+        text: &str,
+        origin: &str,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        let mut set = config::parse(text, origin)?;
+        let mut server = (*set.server).clone();
+        server.log = AccessLogTarget::Off;
+        set.server = Arc::new(server);
+        let source = Source::Text(text.to_string(), origin.to_string());
+        let mut k = weir_core::SplitMix64::new(seed);
+        use weir_core::Rng;
+        let key = (k.next_u64(), k.next_u64());
+        Self::build_keyed(set, text, source, clock, seed, key)
     }
 
     /// Only validates and compiles (what `--check` uses before printing
@@ -139,15 +165,30 @@ impl Engine {
 
     fn build(
         set: PolicySet,
+        text: &str,
         source: Source,
         clock: Arc<dyn Clock + Send + Sync>,
         seed: u64,
+    ) -> Result<Engine, ConfigError> {
+        Self::build_keyed(set, text, source, clock, seed, (random_u64(), random_u64()))
+    }
+
+    /// [`Engine::build`] with the keyed tables' hash key given.
+    fn build_keyed(
+        set: PolicySet,
+        text: &str,
+        source: Source,
+        clock: Arc<dyn Clock + Send + Sync>,
+        seed: u64,
+        table_key: (u64, u64),
     ) -> Result<Engine, ConfigError> {
         let log = AccessLog::start(&set.server.log).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
         })?;
         let metrics = Metrics::new();
         metrics.touch_unrouted();
+        let mut history = history::History::default();
+        history.push(1, text, &set.origin);
         let live = Live::build(1, Arc::new(set), None, seed, &metrics);
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -157,7 +198,7 @@ impl Engine {
                     store: ArcSwapOption::empty(),
                     metrics,
                     log,
-                    table_key: (random_u64(), random_u64()),
+                    table_key,
                     seq: AtomicU64::new(0),
                     flows: AtomicU64::new(0),
                     seed,
@@ -167,6 +208,7 @@ impl Engine {
                     overrides: Overrides::default(),
                     factory: None,
                     notices: Vec::new(),
+                    history,
                 }),
             }),
         })
@@ -308,14 +350,33 @@ impl Engine {
     /// set keeps serving. A changed `[store]` gets a new store from the factory.
     pub fn reload(&self) -> Result<u64, ConfigError> {
         let mut c = self.control();
-        let set = match &c.source {
-            Source::File(p) => {
-                let (text, origin) = read(p)?;
-                config::parse(&text, &origin)?
-            }
-            Source::Text(t, o) => config::parse(t, o)?,
+        let (text, origin) = match &c.source {
+            Source::File(p) => read(p)?,
+            Source::Text(t, o) => (t.clone(), o.clone()),
         };
-        self.install(&mut c, set)
+        let set = config::parse(&text, &origin)?;
+        self.install(&mut c, set, &text)
+    }
+
+    /// Makes a remembered revision's config text live again as a new revision, with the
+    /// same rules as a reload (state of unchanged policies kept; on error nothing
+    /// changes). The text is compiled again, so the files it refers to are read as they
+    /// are now. The config file is not rewritten: the next [`Engine::reload`] reads it.
+    pub fn rollback(&self, revision: u64) -> Result<u64, RollbackError> {
+        let mut c = self.control();
+        let (text, origin) = c
+            .history
+            .find(revision)
+            .ok_or(RollbackError::Unknown(revision))?;
+        let set = config::parse(&text, &origin).map_err(RollbackError::Config)?;
+        self.install(&mut c, set, &text)
+            .map_err(RollbackError::Config)
+    }
+
+    /// `[{"revision", "loaded_at", "sha256"}]` of the remembered good revisions, oldest
+    /// first.
+    fn history_json(&self) -> serde_json::Value {
+        self.control().history.json()
     }
 
     /// Replaces the set with a new config text (tests, embedding). Same rules as reload.
@@ -323,10 +384,11 @@ impl Engine {
     pub fn reload_from_toml(&self, text: &str, origin: &str) -> Result<u64, ConfigError> {
         let mut c = self.control();
         let set = config::parse(text, origin)?;
-        self.install(&mut c, set)
+        self.install(&mut c, set, text)
     }
 
-    fn install(&self, c: &mut Control, mut set: PolicySet) -> Result<u64, ConfigError> {
+    /// Makes `set` (compiled from `text`) live as the next revision and remembers it.
+    fn install(&self, c: &mut Control, mut set: PolicySet, text: &str) -> Result<u64, ConfigError> {
         set.server = Arc::new(overrides::apply(&set.server, &c.overrides)?);
         let shared = &self.inner.shared;
         let old = shared.live.load_full();
@@ -335,6 +397,7 @@ impl Engine {
             .store
             .clone()
             .filter(|s| Some(s) != old.set.store.as_ref());
+        c.history.push(rev, text, &set.origin);
         let live = Live::build(rev, Arc::new(set), Some(&old), shared.seed, &shared.metrics);
         shared.live.store(Arc::new(live));
         if let (Some(sc), Some(f)) = (new_store, c.factory.clone()) {

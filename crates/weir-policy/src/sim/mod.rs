@@ -1,0 +1,271 @@
+//! Policy experiments: a whole config run on virtual time against simulated upstreams
+//! (docs/CONFIG.md, "Simulation").
+//!
+//! Each request goes through the very steps a gateway takes — [`Engine::begin`],
+//! [`Flow::admit`], [`Flow::next_attempt`] / [`Flow::on_attempt`], [`Flow::finish`] — on an
+//! engine whose clock is a [`ManualClock`] that only the [`executor`] moves. Nothing here
+//! decides anything about a policy: the simulator only stands in for the network (an
+//! upstream's latency, errors and outages, [`upstream`]) and for time. Same config, same
+//! seed, same trace: the same records, bit for bit.
+//!
+//! Not simulated: the global store (`scope = "global"` routes meet no store and follow
+//! their `on_store_error`), response bodies (an attempt ends at its response head) and
+//! the client's own pace (a request's body is there at once).
+
+mod executor;
+mod upstream;
+
+pub use upstream::UpstreamModel;
+
+use crate::check::ConfigError;
+use crate::engine::Engine;
+use crate::flow::{Admission, Flow, Next, RequestInfo};
+use crate::outcome::Outcome;
+use crate::policy::KeyPart;
+use crate::timer::Timer;
+use executor::{Executor, SimTimer};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
+use std::time::Duration;
+use upstream::SimUpstream;
+use weir_core::{ManualClock, Nanos};
+
+/// One request of a trace.
+#[derive(Debug, Clone, Default)]
+pub struct SimRequest {
+    /// Arrival, on the trace's own time line.
+    pub t: Nanos,
+    /// `GET` when empty.
+    pub method: String,
+    /// Path (and query).
+    pub path: String,
+    /// Request headers (names lowercase).
+    pub headers: Vec<(String, String)>,
+    /// The client's address (key part `ip`).
+    pub client_ip: Option<IpAddr>,
+}
+
+/// What happened to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimRecord {
+    /// Arrival.
+    pub t: Nanos,
+    /// The matched route id, `-` for none.
+    pub route: String,
+    /// The status the client got.
+    pub status: u16,
+    /// The `outcome` label of `weir_requests_total` (`proxied`, `rate_limited`, ...).
+    pub outcome: Outcome,
+    /// Upstream attempts made.
+    pub attempts: u32,
+    /// Time in the concurrency queue.
+    pub queue: Duration,
+    /// Arrival to response.
+    pub duration: Duration,
+}
+
+/// A config ready to be simulated, with its upstreams' models.
+pub struct Simulation {
+    text: String,
+    origin: String,
+    seed: u64,
+    /// Every upstream the config names, with its model (the default until set).
+    upstreams: BTreeMap<String, UpstreamModel>,
+    /// The compiled config, for route lookups (key stand-ins).
+    set: Arc<crate::policy::PolicySet>,
+}
+
+impl Simulation {
+    /// Compiles `text` (`origin` names it in errors and anchors relative file paths).
+    pub fn new(text: &str, origin: &str, seed: u64) -> Result<Simulation, ConfigError> {
+        let set = crate::config::parse(text, origin)?;
+        let upstreams = set
+            .upstreams
+            .iter()
+            .map(|u| (u.name.clone(), UpstreamModel::default()))
+            .collect();
+        Ok(Simulation {
+            text: text.to_owned(),
+            origin: origin.to_owned(),
+            seed,
+            upstreams,
+            set: Arc::new(set),
+        })
+    }
+
+    /// Sets the model of upstream `name` (one the config declares).
+    pub fn set_upstream(&mut self, name: &str, model: UpstreamModel) -> Result<(), String> {
+        model.validate()?;
+        let Some(slot) = self.upstreams.get_mut(name) else {
+            let known: Vec<&str> = self.upstreams.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no upstream {name:?} in the config (it has: {})",
+                known.join(", ")
+            ));
+        };
+        *slot = model;
+        Ok(())
+    }
+
+    /// Whether a route of the config has this id.
+    pub fn has_route(&self, id: &str) -> bool {
+        self.set.routes.iter().any(|r| r.id == id)
+    }
+
+    /// Headers and client address under which `method path` has the rate-limit key
+    /// `digest` stands for (an access log's `key_digest`): each header part of the route's
+    /// key carries the digest, the client address is derived from it. Requests with the
+    /// same digest share a key, different digests do not — the partition of traffic into
+    /// keys that the log recorded.
+    pub fn key_stand_in(
+        &self,
+        method: &str,
+        path: &str,
+        digest: &str,
+    ) -> (Vec<(String, String)>, Option<IpAddr>) {
+        let parts = self
+            .set
+            .route_for(method, path.split('?').next().unwrap_or(path))
+            .and_then(|(_, r)| r.rate_limit.as_ref())
+            .map_or(&[][..], |rl| &rl.key[..]);
+        let headers = parts
+            .iter()
+            .filter_map(|p| match p {
+                KeyPart::Header(h) => Some((h.clone(), digest.to_owned())),
+                _ => None,
+            })
+            .collect();
+        let ip = parts.contains(&KeyPart::ClientIp).then(|| {
+            let d = crate::check::sha256(digest.as_bytes());
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&d[..16]);
+            IpAddr::V6(Ipv6Addr::from(b))
+        });
+        (headers, ip)
+    }
+
+    /// Runs the trace (sorted by `t` stably first) on a fresh engine from the config:
+    /// one record per request, in trace order.
+    pub fn run(&self, requests: &[SimRequest]) -> Result<Vec<SimRecord>, ConfigError> {
+        let clock = Arc::new(ManualClock::new(Nanos::ZERO));
+        let engine = Engine::for_simulation(&self.text, &self.origin, clock.clone(), self.seed)?;
+        let ups: Vec<SimUpstream> = self
+            .upstreams
+            .iter()
+            .map(|(n, m)| SimUpstream::new(n, m.clone(), self.seed))
+            .collect();
+        let mut order: Vec<usize> = (0..requests.len()).collect();
+        order.sort_by_key(|&i| requests[i].t);
+        let arrivals: Vec<Nanos> = order.iter().map(|&i| requests[i].t).collect();
+        let ex = Executor::new(clock);
+        let timer = ex.timer();
+        let (engine, ups) = (&engine, &ups[..]);
+        let done = ex.run(&arrivals, |k| {
+            Box::pin(one(engine, timer, ups, &requests[order[k]]))
+        });
+        let mut out: Vec<Option<SimRecord>> = vec![None; requests.len()];
+        for (k, rec) in done.into_iter().enumerate() {
+            let req = &requests[order[k]];
+            out[order[k]] = Some(rec.unwrap_or_else(|| SimRecord {
+                t: req.t,
+                route: "-".into(),
+                status: 499,
+                outcome: Outcome::Aborted,
+                attempts: 0,
+                queue: Duration::ZERO,
+                duration: Duration::ZERO,
+            }));
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+}
+
+/// `{route: {outcome: count}}` of some records.
+pub fn summary(records: &[SimRecord]) -> BTreeMap<String, BTreeMap<&'static str, u64>> {
+    let mut m: BTreeMap<String, BTreeMap<&'static str, u64>> = BTreeMap::new();
+    for r in records {
+        *m.entry(r.route.clone())
+            .or_default()
+            .entry(r.outcome.as_str())
+            .or_default() += 1;
+    }
+    m
+}
+
+/// One request through the engine, as a gateway runs it, with the upstream simulated.
+async fn one(
+    engine: &Engine,
+    timer: &SimTimer,
+    ups: &[SimUpstream],
+    req: &SimRequest,
+) -> SimRecord {
+    let start = timer.now();
+    let method = if req.method.is_empty() {
+        "GET"
+    } else {
+        &req.method
+    };
+    let info = RequestInfo {
+        method,
+        path: &req.path,
+        headers: &req.headers,
+        client_ip: req.client_ip,
+        body_len: Some(0),
+    };
+    let mut flow = engine.begin(&info);
+    let route = flow.route().unwrap_or("-").to_owned();
+    let mut attempts = 0;
+    let status = match flow.admit(timer).await {
+        Admission::Respond(r) => r.status,
+        Admission::Proceed => attempt_loop(&mut flow, timer, ups, &mut attempts).await,
+    };
+    let rec = SimRecord {
+        t: req.t,
+        route,
+        status,
+        outcome: flow.outcome().unwrap_or(Outcome::Aborted),
+        attempts,
+        queue: flow.queue_time(),
+        duration: timer.now().saturating_sub(start).into(),
+    };
+    flow.finish(status, None);
+    rec
+}
+
+/// Attempts, backoffs and the final status.
+async fn attempt_loop(
+    flow: &mut Flow,
+    timer: &SimTimer,
+    ups: &[SimUpstream],
+    attempts: &mut u32,
+) -> u16 {
+    loop {
+        let a = match flow.next_attempt() {
+            Ok(a) => a,
+            Err(r) => return r.status,
+        };
+        *attempts += 1;
+        let answer = match ups.iter().find(|u| u.name == a.upstream.name) {
+            Some(u) => u.attempt(timer.now(), a.per_try_timeout),
+            None => upstream::Answer {
+                result: crate::attempt::AttemptResult::ConnectFailure,
+                after: Duration::ZERO,
+            },
+        };
+        timer.sleep(answer.after).await;
+        match flow.on_attempt(answer.result) {
+            Next::Forward { .. } => {
+                return match answer.result {
+                    crate::attempt::AttemptResult::Response { status } => status,
+                    _ => 502,
+                };
+            }
+            Next::Retry { backoff } => timer.sleep(backoff).await,
+            Next::Respond(r) => return r.status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
