@@ -6,6 +6,7 @@
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::json;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weir_policy::config::writer::{ConfigText, JwtKeys};
 use weir_policy::*;
 
 struct NoWait;
@@ -33,41 +34,24 @@ fn token(sub: &str, scope: &str) -> String {
 }
 
 fn config(log: &str, extra_server: &str) -> String {
-    format!(
-        r#"
-        [server]
-        instance = "gw"
-        {extra_server}
-        [log]
-        access = "{log}"
-        [[identities]]
-        name = "users"
-        kind = "jwt"
-        secret_env = "WEIR_TEST_ENGINE_SECRET"
-        issuer = "test-issuer"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "api"
-        match = {{ path_prefix = "/api" }}
-        upstream = "u"
-        [routes.auth]
-        identity = "users"
-        scopes = ["read"]
-        [routes.rate_limit]
-        algorithm = "fixed_window"
-        limit = 1
-        window = "1h"
-        key = ["consumer"]
-        [routes.concurrency]
-        max = 1
-        [[routes]]
-        id = "open"
-        match = {{ path_prefix = "/open" }}
-        upstream = "u"
-        "#
-    )
+    ConfigText::new()
+        .table("server")
+        .set("instance", "gw")
+        .raw(extra_server)
+        .log(log)
+        .jwt("users", JwtKeys::SecretEnv("WEIR_TEST_ENGINE_SECRET"))
+        .set("issuer", "test-issuer")
+        .upstream("u", "127.0.0.1:1")
+        .route("api", "/api", "u")
+        .auth("users", &["read"])
+        .rate_limit("fixed_window")
+        .set("limit", 1)
+        .set("window", "1h")
+        .set("key", &["consumer"])
+        .table("routes.concurrency")
+        .set("max", 1)
+        .route("open", "/open", "u")
+        .render()
 }
 
 fn engine(log: &str, extra_server: &str) -> Engine {
@@ -246,27 +230,14 @@ fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
     };
     write("team-a", "old-key");
     let cfg = dir.join("gw.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-        [log]
-        access = "off"
-        [[identities]]
-        name = "keys"
-        kind = "api_key"
-        keys = "keys.toml"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "r"
-        match = { path_prefix = "/" }
-        upstream = "u"
-        [routes.auth]
-        identity = "keys"
-        "#,
-    )
-    .unwrap();
+    let text = ConfigText::new()
+        .log("off")
+        .api_keys("keys", "keys.toml")
+        .upstream("u", "127.0.0.1:1")
+        .route("r", "/", "u")
+        .auth("keys", &[])
+        .render();
+    std::fs::write(&cfg, text).unwrap();
     let e = Engine::load(&cfg).unwrap();
     assert!(call(&e, "/", &[("x-api-key", "old-key")]).is_ok());
     let r = call(&e, "/", &[("x-api-key", "new-key")]).unwrap_err();

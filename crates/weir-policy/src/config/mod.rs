@@ -6,6 +6,8 @@
 //! the same (`gateway.toml:12: routes[0].rate_limit.burst: must be at least 1`).
 
 pub(crate) mod raw;
+#[doc(hidden)]
+pub mod writer;
 
 pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
