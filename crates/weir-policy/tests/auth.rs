@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weir_policy::config::writer::{ConfigText, JwtKeys};
 use weir_policy::*;
 
+mod common;
+
 struct NoWait;
 impl Timer for NoWait {
     async fn sleep(&self, _d: Duration) {}
@@ -101,10 +103,7 @@ fn reason(r: &GatewayResponse) -> (u16, &str) {
 
 #[test]
 fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer() {
-    let dir = std::env::temp_dir().join(format!("weir-auth-e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("access.log");
-    let _ = std::fs::remove_file(&log);
+    let (dir, log) = common::scratch_log("auth-e");
     let e = engine(&log.display().to_string(), "");
     let alice = format!("Bearer {}", token("alice", "read"));
     let bob = format!("Bearer {}", token("bob", "read write"));
@@ -207,8 +206,7 @@ fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer()
 
 #[test]
 fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
-    let dir = std::env::temp_dir().join(format!("weir-auth-r-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, _) = common::scratch_log("auth-r");
     let keys = dir.join("keys.toml");
     let digest = |k: &str| {
         use std::fmt::Write;

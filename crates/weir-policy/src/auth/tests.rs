@@ -409,38 +409,48 @@ fn api_keys() {
 #[test]
 fn config_errors_name_file_line_and_key() {
     let base = config_text(&testdata("test-only.jwks.json"), r#"["RS256"]"#);
-    let cases: Vec<(String, &str)> = vec![
+    // (text replaced, its replacement, what the error names)
+    let cases = [
         (
-            base.replace("identity = \"users\"", "identity = \"nobody\""),
+            r#"identity = "users""#,
+            r#"identity = "nobody""#,
             "routes[0].auth.identity: unknown identity",
         ),
         (
-            base.replace("[\"RS256\"]", "[\"none\"]"),
+            r#"["RS256"]"#,
+            r#"["none"]"#,
             "identities[0].algorithms[0]: unknown algorithm",
         ),
         (
-            base.replace("[\"RS256\"]", "[\"HS256\"]"),
+            r#"["RS256"]"#,
+            r#"["HS256"]"#,
             "identities[0].algorithms[0]: HS256 needs secret_env",
         ),
         (
-            base.replace("test-only.jwks.json", "missing.jwks.json"),
+            "test-only.jwks.json",
+            "missing.jwks.json",
             "identities[0].jwks: cannot read",
         ),
         (
-            base.replace("test-only.jwks.json", "test-only-rsa-a.key.pem"),
+            "test-only.jwks.json",
+            "test-only-rsa-a.key.pem",
             "identities[0].jwks: cannot parse",
         ),
         (
-            base.replace("scopes = [\"read\"]", "forward = \"authorization\""),
+            r#"scopes = ["read"]"#,
+            r#"forward = "authorization""#,
             "routes[0].auth.forward",
         ),
         (
-            base.replace("kind = \"jwt\"", "kind = \"jwt\"\n        header = \"x\""),
+            r#"kind = "jwt""#,
+            "kind = \"jwt\"\n        header = \"x\"",
             "identities[0].header: not used",
         ),
     ];
-    for (text, want) in cases {
-        let e = config::parse(&text, "t.toml").unwrap_err().to_string();
+    for (from, to, want) in cases {
+        let e = config::parse(&base.replace(from, to), "t.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("t.toml:"), "{e}");
         assert!(e.contains(want), "{e} !~ {want}");
     }
