@@ -112,23 +112,24 @@ fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer()
 
     // Failures of every kind, many times: 401/403 with their challenges, nothing spent.
     for _ in 0..5 {
-        let r = call(&e, "/api/x", &[]).unwrap_err();
-        assert_eq!(reason(&r), (401, "unauthenticated"));
-        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        // One refused call: its status and reason, and its challenge.
+        let refused = |headers: &[(&str, &str)], want: (u16, &str), challenge: &str| {
+            let r = call(&e, "/api/x", headers).unwrap_err();
+            assert_eq!(reason(&r), want);
+            assert_eq!(r.header("www-authenticate"), Some(challenge));
+            r
+        };
+        refused(&[], (401, "unauthenticated"), "Bearer");
         let auth = format!("Bearer {bad}");
-        let r = call(&e, "/api/x", &[("authorization", &auth)]).unwrap_err();
-        assert_eq!(reason(&r), (401, "invalid_token"));
-        assert_eq!(
-            r.header("www-authenticate"),
-            Some("Bearer error=\"invalid_token\"")
-        );
+        let invalid = "Bearer error=\"invalid_token\"";
+        let r = refused(&[("authorization", &auth)], (401, "invalid_token"), invalid);
         assert!(!String::from_utf8_lossy(&r.body).contains(&bad));
         let auth = format!("Bearer {noscope}");
-        let r = call(&e, "/api/x", &[("authorization", &auth)]).unwrap_err();
-        assert_eq!(reason(&r), (403, "insufficient_scope"));
-        assert_eq!(
-            r.header("www-authenticate"),
-            Some("Bearer error=\"insufficient_scope\", scope=\"read\"")
+        let scope = "Bearer error=\"insufficient_scope\", scope=\"read\"";
+        let r = refused(
+            &[("authorization", &auth)],
+            (403, "insufficient_scope"),
+            scope,
         );
         let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(body["error"], "insufficient_scope");
