@@ -574,7 +574,7 @@ fn admin_api() {
 
 #[test]
 fn access_log_records_the_decision() {
-    let (dir, log) = common::scratch_log("log-sc");
+    let (_, log) = common::scratch_log("log-sc");
     let text = cfg(&format!("{FLAKY}{KEYED}")).replace(
         "access = \"off\"",
         &format!("access = {:?}", log.display().to_string()),
