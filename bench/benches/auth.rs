@@ -8,6 +8,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use std::hint::black_box;
+use weir_policy::config::writer::{ConfigText, JwtKeys};
 use weir_policy::{__bench_authenticate, __bench_verify, __set_test_env, PolicySet, config};
 
 fn testdata(name: &str) -> String {
@@ -17,30 +18,26 @@ fn testdata(name: &str) -> String {
     )
 }
 
-fn set(identity: &str) -> PolicySet {
-    let text = format!(
-        r#"
-        {identity}
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "r"
-        match = {{ path_prefix = "/" }}
-        upstream = "u"
-        [routes.auth]
-        identity = "id"
-        scopes = ["read"]
-        "#
-    );
+/// The identity `id` written by `identity`, guarding one route (scope `read`).
+fn set(identity: impl FnOnce(ConfigText) -> ConfigText) -> PolicySet {
+    let text = identity(ConfigText::new())
+        .upstream("u", "127.0.0.1:1")
+        .route("r", "/", "u")
+        .auth("id", &["read"])
+        .render();
     config::parse(&text, "bench.toml").expect("bench config")
 }
 
-fn jwt_set(algs: &str) -> PolicySet {
-    set(&format!(
-        "[[identities]]\nname = \"id\"\nkind = \"jwt\"\njwks = \"{}\"\nalgorithms = {algs}\nissuer = \"bench\"\naudience = \"weir\"",
-        testdata("test-only.jwks.json")
-    ))
+/// A JWT identity `id` (issuer `bench`, audience `weir`) with keys from `keys`.
+fn jwt(c: ConfigText, keys: JwtKeys<'_>) -> ConfigText {
+    c.jwt("id", keys)
+        .set("issuer", "bench")
+        .set("audience", "weir")
+}
+
+fn jwt_set(algs: &[&str]) -> PolicySet {
+    let jwks = testdata("test-only.jwks.json");
+    set(|c| jwt(c, JwtKeys::Jwks(&jwks)).set("algorithms", algs))
 }
 
 fn token(alg: Algorithm, key: &EncodingKey, kid: Option<&str>) -> String {
@@ -64,7 +61,7 @@ fn pem(name: &str) -> Vec<u8> {
 fn auth(c: &mut Criterion) {
     let mut g = c.benchmark_group("auth");
     g.throughput(Throughput::Elements(1));
-    let asym = jwt_set(r#"["RS256", "ES256", "EdDSA"]"#);
+    let asym = jwt_set(&["RS256", "ES256", "EdDSA"]);
     let rows = [
         (
             "RS256",
@@ -101,9 +98,7 @@ fn auth(c: &mut Criterion) {
         });
     }
     __set_test_env("WEIR_BENCH_HS256", "bench-secret-not-for-use");
-    let hs = set(
-        "[[identities]]\nname = \"id\"\nkind = \"jwt\"\nsecret_env = \"WEIR_BENCH_HS256\"\nissuer = \"bench\"\naudience = \"weir\"",
-    );
+    let hs = set(|c| jwt(c, JwtKeys::SecretEnv("WEIR_BENCH_HS256")));
     let ht = token(
         Algorithm::HS256,
         &EncodingKey::from_secret(b"bench-secret-not-for-use").expect("hs"),
@@ -137,10 +132,8 @@ fn auth(c: &mut Criterion) {
         );
     }
     std::fs::write(&file, text).expect("write keys");
-    let api = set(&format!(
-        "[[identities]]\nname = \"id\"\nkind = \"api_key\"\nkeys = \"{}\"",
-        file.display()
-    ));
+    let keys = file.display().to_string();
+    let api = set(|c| c.api_keys("id", &keys));
     let headers = [("x-api-key", "key-57")];
     assert!(__bench_authenticate(&api, &headers));
     g.bench_function("step_api_key_100_consumers", |b| {

@@ -21,14 +21,10 @@ LEASE=${3:-1000}
 . "$(dirname "$0")/lib.sh"
 bench_init global wrk:wrk nginx:nginx-light redis-server:redis-server redis-cli:redis-tools
 
-(cd "$ROOT" && cargo build --release -q -p weir-gateway)
-WEIR="$ROOT/target/release/weir-gateway"
+build_gateway
 
 
-UP=$(free_port)
-RP=$(free_port)
-WG=$(free_port)
-WA=$(free_port)
+free_ports UP RP WG WA
 
 start_upstream "$UP"
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &

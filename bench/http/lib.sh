@@ -31,6 +31,18 @@ ensure_tools() {
 # A loopback port that was free a moment ago.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# free_ports NAME...: sets each variable NAME to a free loopback port.
+free_ports() {
+    local name
+    for name in "$@"; do printf -v "$name" '%s' "$(free_port)"; done
+}
+
+# build_gateway: builds weir-gateway (release) and sets WEIR to the binary.
+build_gateway() {
+    (cd "$ROOT" && cargo build --release -q -p weir-gateway)
+    WEIR="$ROOT/target/release/weir-gateway"
+}
+
 # Waits until something listens on 127.0.0.1:$1 (10 s at most).
 wait_port() {
     for _ in $(seq 200); do

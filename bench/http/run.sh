@@ -19,13 +19,9 @@ DUR=${2:-5s}
 . "$(dirname "$0")/lib.sh"
 bench_init http wrk:wrk nginx:nginx-light
 
-(cd "$ROOT" && cargo build --release -q -p weir-gateway)
-WEIR="$ROOT/target/release/weir-gateway"
+build_gateway
 
-UP=$(free_port)
-NG=$(free_port)
-WG=$(free_port)
-WA=$(free_port)
+free_ports UP NG WG WA
 
 # The upstream both proxies forward to.
 start_upstream "$UP"

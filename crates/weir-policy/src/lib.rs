@@ -171,28 +171,18 @@ pub fn fuzz_token(data: &[u8]) {
     static SET: std::sync::OnceLock<PolicySet> = std::sync::OnceLock::new();
     let set = SET.get_or_init(|| {
         check::__set_test_env("WEIR_FUZZ_HS256_SECRET", "fuzz-secret-not-guessable-7f3a");
-        config::parse(
-            r#"
-            [[identities]]
-            name = "fuzz"
-            kind = "jwt"
-            secret_env = "WEIR_FUZZ_HS256_SECRET"
-            issuer = "fuzz"
-            audience = "weir"
-            [[upstreams]]
-            name = "u"
-            endpoints = ["127.0.0.1:1"]
-            [[routes]]
-            id = "r"
-            match = { path_prefix = "/" }
-            upstream = "u"
-            [routes.auth]
-            identity = "fuzz"
-            scopes = ["read"]
-            "#,
-            "fuzz.toml",
-        )
-        .expect("fuzz identity compiles")
+        let text = config::writer::ConfigText::new()
+            .jwt(
+                "fuzz",
+                config::writer::JwtKeys::SecretEnv("WEIR_FUZZ_HS256_SECRET"),
+            )
+            .set("issuer", "fuzz")
+            .set("audience", "weir")
+            .upstream("u", "127.0.0.1:1")
+            .route("r", "/", "u")
+            .auth("fuzz", &["read"])
+            .render();
+        config::parse(&text, "fuzz.toml").expect("fuzz identity compiles")
     });
     let Ok(text) = core::str::from_utf8(data) else {
         return;

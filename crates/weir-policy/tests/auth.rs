@@ -6,7 +6,10 @@
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::json;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weir_policy::config::writer::{ConfigText, JwtKeys};
 use weir_policy::*;
+
+mod common;
 
 struct NoWait;
 impl Timer for NoWait {
@@ -33,41 +36,24 @@ fn token(sub: &str, scope: &str) -> String {
 }
 
 fn config(log: &str, extra_server: &str) -> String {
-    format!(
-        r#"
-        [server]
-        instance = "gw"
-        {extra_server}
-        [log]
-        access = "{log}"
-        [[identities]]
-        name = "users"
-        kind = "jwt"
-        secret_env = "WEIR_TEST_ENGINE_SECRET"
-        issuer = "test-issuer"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "api"
-        match = {{ path_prefix = "/api" }}
-        upstream = "u"
-        [routes.auth]
-        identity = "users"
-        scopes = ["read"]
-        [routes.rate_limit]
-        algorithm = "fixed_window"
-        limit = 1
-        window = "1h"
-        key = ["consumer"]
-        [routes.concurrency]
-        max = 1
-        [[routes]]
-        id = "open"
-        match = {{ path_prefix = "/open" }}
-        upstream = "u"
-        "#
-    )
+    ConfigText::new()
+        .table("server")
+        .set("instance", "gw")
+        .raw(extra_server)
+        .log(log)
+        .jwt("users", JwtKeys::SecretEnv("WEIR_TEST_ENGINE_SECRET"))
+        .set("issuer", "test-issuer")
+        .upstream("u", "127.0.0.1:1")
+        .route("api", "/api", "u")
+        .auth("users", &["read"])
+        .rate_limit("fixed_window")
+        .set("limit", 1)
+        .set("window", "1h")
+        .set("key", &["consumer"])
+        .table("routes.concurrency")
+        .set("max", 1)
+        .route("open", "/open", "u")
+        .render()
 }
 
 fn engine(log: &str, extra_server: &str) -> Engine {
@@ -117,10 +103,7 @@ fn reason(r: &GatewayResponse) -> (u16, &str) {
 
 #[test]
 fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer() {
-    let dir = std::env::temp_dir().join(format!("weir-auth-e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("access.log");
-    let _ = std::fs::remove_file(&log);
+    let (dir, log) = common::scratch_log("auth-e");
     let e = engine(&log.display().to_string(), "");
     let alice = format!("Bearer {}", token("alice", "read"));
     let bob = format!("Bearer {}", token("bob", "read write"));
@@ -129,23 +112,24 @@ fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer()
 
     // Failures of every kind, many times: 401/403 with their challenges, nothing spent.
     for _ in 0..5 {
-        let r = call(&e, "/api/x", &[]).unwrap_err();
-        assert_eq!(reason(&r), (401, "unauthenticated"));
-        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        // One refused call: its status and reason, and its challenge.
+        let refused = |headers: &[(&str, &str)], want: (u16, &str), challenge: &str| {
+            let r = call(&e, "/api/x", headers).unwrap_err();
+            assert_eq!(reason(&r), want);
+            assert_eq!(r.header("www-authenticate"), Some(challenge));
+            r
+        };
+        refused(&[], (401, "unauthenticated"), "Bearer");
         let auth = format!("Bearer {bad}");
-        let r = call(&e, "/api/x", &[("authorization", &auth)]).unwrap_err();
-        assert_eq!(reason(&r), (401, "invalid_token"));
-        assert_eq!(
-            r.header("www-authenticate"),
-            Some("Bearer error=\"invalid_token\"")
-        );
+        let invalid = "Bearer error=\"invalid_token\"";
+        let r = refused(&[("authorization", &auth)], (401, "invalid_token"), invalid);
         assert!(!String::from_utf8_lossy(&r.body).contains(&bad));
         let auth = format!("Bearer {noscope}");
-        let r = call(&e, "/api/x", &[("authorization", &auth)]).unwrap_err();
-        assert_eq!(reason(&r), (403, "insufficient_scope"));
-        assert_eq!(
-            r.header("www-authenticate"),
-            Some("Bearer error=\"insufficient_scope\", scope=\"read\"")
+        let scope = "Bearer error=\"insufficient_scope\", scope=\"read\"";
+        let r = refused(
+            &[("authorization", &auth)],
+            (403, "insufficient_scope"),
+            scope,
         );
         let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(body["error"], "insufficient_scope");
@@ -223,8 +207,7 @@ fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer()
 
 #[test]
 fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
-    let dir = std::env::temp_dir().join(format!("weir-auth-r-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, _) = common::scratch_log("auth-r");
     let keys = dir.join("keys.toml");
     let digest = |k: &str| {
         use std::fmt::Write;
@@ -246,27 +229,14 @@ fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
     };
     write("team-a", "old-key");
     let cfg = dir.join("gw.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-        [log]
-        access = "off"
-        [[identities]]
-        name = "keys"
-        kind = "api_key"
-        keys = "keys.toml"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "r"
-        match = { path_prefix = "/" }
-        upstream = "u"
-        [routes.auth]
-        identity = "keys"
-        "#,
-    )
-    .unwrap();
+    let text = ConfigText::new()
+        .log("off")
+        .api_keys("keys", "keys.toml")
+        .upstream("u", "127.0.0.1:1")
+        .route("r", "/", "u")
+        .auth("keys", &[])
+        .render();
+    std::fs::write(&cfg, text).unwrap();
     let e = Engine::load(&cfg).unwrap();
     assert!(call(&e, "/", &[("x-api-key", "old-key")]).is_ok());
     let r = call(&e, "/", &[("x-api-key", "new-key")]).unwrap_err();

@@ -11,6 +11,8 @@ use std::time::Duration;
 use weir_core::{Clock, ManualClock, Nanos};
 use weir_policy::*;
 
+mod common;
+
 struct ManualTimer(Arc<ManualClock>);
 impl Timer for ManualTimer {
     async fn sleep(&self, d: Duration) {
@@ -603,8 +605,7 @@ fn metrics_expose_every_family_at_start_up() {
 
 #[test]
 fn admin_api() {
-    let dir = std::env::temp_dir().join(format!("weir-admin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (dir, _) = common::scratch_log("admin");
     let path = dir.join("gateway.toml");
     std::fs::write(&path, cfg(FLAKY)).unwrap();
     let e = Engine::load(&path).unwrap();
@@ -644,10 +645,7 @@ fn admin_api() {
 
 #[test]
 fn access_log_records_the_decision() {
-    let dir = std::env::temp_dir().join(format!("weir-log-sc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("access.log");
-    let _ = std::fs::remove_file(&log);
+    let (_, log) = common::scratch_log("log-sc");
     let text = cfg(&format!("{FLAKY}{KEYED}")).replace(
         "access = \"off\"",
         &format!("access = {:?}", log.display().to_string()),

@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Server, block_on, free_port};
+use weir_policy::config::writer::ConfigText;
 use weir_policy::{Admission, Engine, RequestInfo, Timer};
 
 /// A redis-server on a free port (or a skip, see `common::installed`).
@@ -37,40 +38,27 @@ impl Timer for SleepTimer {
 }
 
 fn config(port: u16, on_error: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-admin = "off"
-instance = "gw"
-
-[log]
-access = "off"
-
-[store]
-kind = "redis"
-url = "redis://127.0.0.1:{port}/0"
-timeout_ms = 200
-
-[[upstreams]]
-name = "blue"
-endpoints = ["127.0.0.1:9"]
-
-[[routes]]
-id = "ok"
-match = {{ path_prefix = "/ok" }}
-upstream = "blue"
-
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 2
-per = "60s"
-burst = 2
-key = ["route", "header:x-consumer-id"]
-scope = "global"
-on_store_error = "{on_error}"
-"#
-    )
+    let url = format!("redis://127.0.0.1:{port}/0");
+    ConfigText::new()
+        .table("server")
+        .set("listen", "127.0.0.1:0")
+        .set("admin", "off")
+        .set("instance", "gw")
+        .log("off")
+        .table("store")
+        .set("kind", "redis")
+        .set("url", &url)
+        .set("timeout_ms", 200)
+        .upstream("blue", "127.0.0.1:9")
+        .route("ok", "/ok", "blue")
+        .rate_limit("token_bucket")
+        .set("rate", 2)
+        .set("per", "60s")
+        .set("burst", 2)
+        .set("key", &["route", "header:x-consumer-id"])
+        .set("scope", "global")
+        .set("on_store_error", on_error)
+        .render()
 }
 
 /// Admits or answers one request; returns the status the client would see before any

@@ -4,6 +4,7 @@
 use super::layer::IdentityPolicy;
 use super::service::{Invalid, authenticate, cache_len, verify_api_key, verify_cached, verify_jwt};
 use crate::config;
+use crate::config::writer::{ConfigText, JwtKeys, Value as Toml};
 use crate::outcome::Outcome;
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
@@ -55,30 +56,17 @@ fn sign(alg: Algorithm, kid: Option<&str>, c: &Value) -> String {
 }
 
 fn config_text(jwks: &str, algs: &str) -> String {
-    format!(
-        r#"
-        [log]
-        access = "off"
-        [[identities]]
-        name = "users"
-        kind = "jwt"
-        jwks = "{jwks}"
-        algorithms = {algs}
-        issuer = "https://issuer.example.test"
-        audience = "weir-api"
-        leeway = "30s"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "r"
-        match = {{ path_prefix = "/" }}
-        upstream = "u"
-        [routes.auth]
-        identity = "users"
-        scopes = ["read"]
-        "#
-    )
+    ConfigText::new()
+        .log("off")
+        .jwt("users", JwtKeys::Jwks(jwks))
+        .set("algorithms", Toml::Raw(algs))
+        .set("issuer", "https://issuer.example.test")
+        .set("audience", "weir-api")
+        .set("leeway", "30s")
+        .upstream("u", "127.0.0.1:1")
+        .route("r", "/", "u")
+        .auth("users", &["read"])
+        .render()
 }
 
 fn identity(jwks: &str, algs: &str) -> Arc<IdentityPolicy> {
@@ -342,16 +330,11 @@ fn authenticate_outcomes_and_challenges() {
 #[test]
 fn hs256_from_the_environment() {
     crate::__set_test_env("WEIR_TEST_AUTH_HS_SECRET", "s3cret-for-tests-only");
-    let text = r#"
-        [[identities]]
-        name = "svc"
-        kind = "jwt"
-        secret_env = "WEIR_TEST_AUTH_HS_SECRET"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-    "#;
-    let set = config::parse(text, "t.toml").unwrap();
+    let text = ConfigText::new()
+        .jwt("svc", JwtKeys::SecretEnv("WEIR_TEST_AUTH_HS_SECRET"))
+        .upstream("u", "127.0.0.1:1")
+        .render();
+    let set = config::parse(&text, "t.toml").unwrap();
     let id = &set.identities[0];
     let k = EncodingKey::from_secret(b"s3cret-for-tests-only").unwrap();
     let t = encode(&Header::new(Algorithm::HS256), &claims(), &k).unwrap();
@@ -388,25 +371,12 @@ fn api_keys() {
         ),
     )
     .unwrap();
-    let text = format!(
-        r#"
-        [[identities]]
-        name = "keys"
-        kind = "api_key"
-        keys = "{}"
-        [[upstreams]]
-        name = "u"
-        endpoints = ["127.0.0.1:1"]
-        [[routes]]
-        id = "r"
-        match = {{ path_prefix = "/" }}
-        upstream = "u"
-        [routes.auth]
-        identity = "keys"
-        scopes = ["read"]
-        "#,
-        file.display()
-    );
+    let text = ConfigText::new()
+        .api_keys("keys", &file.display().to_string())
+        .upstream("u", "127.0.0.1:1")
+        .route("r", "/", "u")
+        .auth("keys", &["read"])
+        .render();
     let set = config::parse(&text, "t.toml").unwrap();
     let id = &set.identities[0];
     assert_eq!(verify_api_key(id, b"key-a").unwrap().consumer, "team-a");
@@ -439,38 +409,48 @@ fn api_keys() {
 #[test]
 fn config_errors_name_file_line_and_key() {
     let base = config_text(&testdata("test-only.jwks.json"), r#"["RS256"]"#);
-    let cases: Vec<(String, &str)> = vec![
+    // (text replaced, its replacement, what the error names)
+    let cases = [
         (
-            base.replace("identity = \"users\"", "identity = \"nobody\""),
+            r#"identity = "users""#,
+            r#"identity = "nobody""#,
             "routes[0].auth.identity: unknown identity",
         ),
         (
-            base.replace("[\"RS256\"]", "[\"none\"]"),
+            r#"["RS256"]"#,
+            r#"["none"]"#,
             "identities[0].algorithms[0]: unknown algorithm",
         ),
         (
-            base.replace("[\"RS256\"]", "[\"HS256\"]"),
+            r#"["RS256"]"#,
+            r#"["HS256"]"#,
             "identities[0].algorithms[0]: HS256 needs secret_env",
         ),
         (
-            base.replace("test-only.jwks.json", "missing.jwks.json"),
+            "test-only.jwks.json",
+            "missing.jwks.json",
             "identities[0].jwks: cannot read",
         ),
         (
-            base.replace("test-only.jwks.json", "test-only-rsa-a.key.pem"),
+            "test-only.jwks.json",
+            "test-only-rsa-a.key.pem",
             "identities[0].jwks: cannot parse",
         ),
         (
-            base.replace("scopes = [\"read\"]", "forward = \"authorization\""),
+            r#"scopes = ["read"]"#,
+            r#"forward = "authorization""#,
             "routes[0].auth.forward",
         ),
         (
-            base.replace("kind = \"jwt\"", "kind = \"jwt\"\n        header = \"x\""),
+            r#"kind = "jwt""#,
+            "kind = \"jwt\"\n        header = \"x\"",
             "identities[0].header: not used",
         ),
     ];
-    for (text, want) in cases {
-        let e = config::parse(&text, "t.toml").unwrap_err().to_string();
+    for (from, to, want) in cases {
+        let e = config::parse(&base.replace(from, to), "t.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("t.toml:"), "{e}");
         assert!(e.contains(want), "{e} !~ {want}");
     }
@@ -479,22 +459,14 @@ fn config_errors_name_file_line_and_key() {
 #[test]
 fn consumer_and_claim_key_parts_need_auth() {
     for part in ["consumer", "claim:tenant"] {
-        let text = format!(
-            r#"
-            [[upstreams]]
-            name = "u"
-            endpoints = ["127.0.0.1:1"]
-            [[routes]]
-            id = "r"
-            match = {{ path_prefix = "/" }}
-            upstream = "u"
-            [routes.rate_limit]
-            algorithm = "fixed_window"
-            limit = 1
-            window = "1s"
-            key = ["route", "{part}"]
-            "#
-        );
+        let text = ConfigText::new()
+            .upstream("u", "127.0.0.1:1")
+            .route("r", "/", "u")
+            .rate_limit("fixed_window")
+            .set("limit", 1)
+            .set("window", "1s")
+            .set("key", &["route", part])
+            .render();
         let e = config::parse(&text, "t.toml").unwrap_err().to_string();
         assert!(
             e.starts_with("t.toml:13: routes[0].rate_limit.key[1]: key part"),

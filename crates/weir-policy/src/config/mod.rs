@@ -7,6 +7,8 @@
 
 pub(crate) mod raw;
 mod store;
+#[doc(hidden)]
+pub mod writer;
 
 pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
