@@ -17,6 +17,7 @@ pub mod client;
 pub mod harness;
 pub mod redis;
 pub mod scenarios;
+pub mod scenarios_headers;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -70,6 +71,7 @@ macro_rules! suite {
             auth_limits_by_verified_consumer_and_failures_consume_nothing,
             admin_token_required_read_only_and_sighup_reload,
             non_loopback_admin_without_token_refused,
+            evidence_and_ratelimit_headers_switch_independently,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -43,7 +43,7 @@ pub fn config_with(upstreams: &[(&str, SocketAddr)], routes: &str, server: &str)
     s
 }
 
-fn demo(name: &str) -> DemoUpstream {
+pub(crate) fn demo(name: &str) -> DemoUpstream {
     DemoUpstream::start(name, "127.0.0.1:0").expect("demo upstream")
 }
 
@@ -54,7 +54,7 @@ fn with_demo(bin: &Path, name: &str, routes: &str) -> (DemoUpstream, Gateway) {
     (up, gw)
 }
 
-fn route(id: &str, prefix: &str, upstream: &str) -> String {
+pub(crate) fn route(id: &str, prefix: &str, upstream: &str) -> String {
     format!(
         "[[routes]]\nid = \"{id}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"{upstream}\"\n\n"
     )
@@ -648,7 +648,7 @@ fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
 }
 
 /// Waits up to 3 s for the access log (stdout or a file) to contain `needle`.
-fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
+pub(crate) fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
     let until = Instant::now() + Duration::from_secs(3);
     loop {
         let text = read();
@@ -663,7 +663,7 @@ fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
     }
 }
 
-fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> String {
+pub(crate) fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> String {
     format!(
         "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = {rate}\nper = \"{per}\"\nburst = {burst}\nkey = [\"route\"]\n{extra}\n"
     )
@@ -1877,3 +1877,5 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+pub use crate::scenarios_headers::*;

@@ -311,6 +311,12 @@ impl Flow {
         &self.live.set.server.instance
     }
 
+    /// `[server] evidence_headers`: whether responses carry `x-weir-instance` and
+    /// `x-weir-attempts`.
+    fn evidence(&self) -> bool {
+        self.live.set.server.evidence_headers
+    }
+
     /// A gateway error response with the flow's extra headers; records the outcome.
     fn reject_with(
         &mut self,
@@ -325,7 +331,8 @@ impl Flow {
             self.instance(),
             self.request_id.as_str(),
             extra,
-        );
+        )
+        .with_evidence(self.evidence());
         r.headers.extend(self.extra_headers_text());
         r
     }
@@ -346,7 +353,8 @@ impl Flow {
                     outcome.as_str(),
                     self.instance(),
                     self.request_id.as_str(),
-                );
+                )
+                .with_evidence(self.evidence());
                 r.headers.extend(self.extra_headers_text());
                 r
             }
@@ -574,14 +582,16 @@ impl Flow {
             AttemptResult::Response { .. } => {
                 self.outcome = Some(Outcome::Proxied);
                 let mut headers = Vec::with_capacity(3 + self.rate.headers.len());
-                headers.extend([
-                    (
-                        "x-weir-attempts",
-                        HeaderText::from_count(self.attempt.number),
-                    ),
-                    ("x-request-id", self.request_id.clone()),
-                    ("x-weir-instance", self.live.instance.clone()),
-                ]);
+                headers.push(("x-request-id", self.request_id.clone()));
+                if self.evidence() {
+                    headers.extend([
+                        (
+                            "x-weir-attempts",
+                            HeaderText::from_count(self.attempt.number),
+                        ),
+                        ("x-weir-instance", self.live.instance.clone()),
+                    ]);
+                }
                 headers.extend(self.rate.headers.iter().cloned());
                 return Next::Forward { headers };
             }
@@ -598,8 +608,10 @@ impl Flow {
             }
         };
         let mut r = failed;
-        r.headers
-            .push(("x-weir-attempts", self.attempt.number.to_string()));
+        if self.evidence() {
+            r.headers
+                .push(("x-weir-attempts", self.attempt.number.to_string()));
+        }
         Next::Respond(r)
     }
 
