@@ -405,7 +405,13 @@ impl Flow {
             return Ok(());
         };
         let store = Store {
-            store: self.shared.store.load_full().map(|s| (*s).clone()),
+            // A local limit never asks the store: no reference-count round trip for it.
+            store: match rl.scope {
+                crate::ratelimit::Scope::Global => {
+                    self.shared.store.load_full().map(|s| (*s).clone())
+                }
+                crate::ratelimit::Scope::Local => None,
+            },
             timeout: self
                 .live
                 .set
