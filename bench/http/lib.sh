@@ -175,6 +175,12 @@ ${8:-}
 EOF
 }
 
+# weir_lean FILE — turns a weir_conf config into the benchmark's lean one: no evidence
+# headers (`[server] evidence_headers = false`), no RateLimit fields (`headers = false`).
+weir_lean() {
+    sed -i -e 's/^instance = "bench"$/&\nevidence_headers = false/' -e 's/^key = \["route"\]$/&\nheaders = false/' "$1"
+}
+
 # callgrind_total PID PORT N OUT — for a server (PID) started under
 # `valgrind --tool=callgrind --callgrind-out-file=OUT`: once it listens on PORT, N GETs over
 # four keep-alive connections (each must answer 200), then SIGINT (callgrind writes OUT),

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # weir-pingora vs a plain Pingora proxy (the module's overhead) vs weir-gateway vs nginx, same
-# box, same upstream, one worker each.
+# box, same upstream, one worker each. Two plain proxies: `plain` (bare) and `plain-hdr` (the
+# same request/response headers and timeouts weir sets, crates/weir-pingora/examples/plain.rs
+# `headers`), and two weir-pingora configs: `pingora` (defaults) and `pingora-lean`
+# (`evidence_headers = false`, RateLimit fields off: only `x-request-id` added).
 #
 #   bench/http/pingora.sh [ROUNDS] [DURATION]        (defaults: 3 rounds of 5s)
 #
@@ -46,10 +49,14 @@ start() {
     plain)
         "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/plain.err" &
         ;;
-    gateway | pingora)
+    plain-hdr)
+        "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers >/dev/null 2>"$WORK/plain.err" &
+        ;;
+    gateway | pingora | pingora-lean)
         weir_conf "$PORT" "$ADMIN" "$UP" "$rate" "$per" "$burst"
+        [ "$who" = pingora-lean ] && weir_lean "$WORK/weir.toml"
         local bin=$GATEWAY
-        [ "$who" = pingora ] && bin=$PINGORA
+        [ "$who" != gateway ] && bin=$PINGORA
         "$bin" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &
         ;;
     esac
@@ -74,7 +81,7 @@ run_path() { # $1 path, $2.. servers
             t1=$(cpu_ticks "$PID")
             stop "$PID"
             cpu=$(python3 -c "print(f'{($t1 - $t0) / $TICK * 1e6 / max($n, 1):.1f}')")
-            printf '%-6s round %d %-8s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %-7s CPU %6s us/req\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non" "$cpu"
+            printf '%-6s round %d %-12s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %-7s CPU %6s us/req\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non" "$cpu"
             echo "$path $who $rps $p50 $p99 $cpu $r" >>"$RESULTS"
         done
     done
@@ -82,36 +89,38 @@ run_path() { # $1 path, $2.. servers
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; uptime before: $(uptime)"
 echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker each"
-run_path proxy plain pingora gateway nginx
-run_path reject pingora gateway nginx
+run_path proxy plain plain-hdr pingora pingora-lean gateway nginx
+run_path reject pingora pingora-lean gateway nginx
 echo "# uptime after: $(uptime)"
 
 python3 - "$RESULTS" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+SERVERS = ("plain", "plain-hdr", "pingora", "pingora-lean", "gateway", "nginx")
 print()
 print("| path | server | req/s (median) | p50 ms | p99 ms | CPU us/req (median) | req/s vs weir-pingora |")
 print("|---|---|---:|---:|---:|---:|---:|")
 for path in ("proxy", "reject"):
     med = {}
-    for who in ("plain", "pingora", "gateway", "nginx"):
+    for who in SERVERS:
         rs = [r for r in rows if r[0] == path and r[1] == who]
         if rs:
             med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4, 5)]
     for who, (rps, p50, p99, cpu) in med.items():
         ratio = f"{rps / med['pingora'][0]:.2f}x"
         print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {ratio} |")
-    if "plain" in med:
-        # Per-round ratios (plain and weir-pingora run back to back within a round).
+    # Per-round CPU-per-request ratios (the servers of a round run back to back).
+    for weir, base in (("pingora", "plain-hdr"), ("pingora-lean", "plain"), ("pingora", "plain")):
         per = {}
         for r in rows:
-            if r[0] == path and r[1] in ("plain", "pingora"):
+            if r[0] == path and r[1] in (weir, base):
                 per.setdefault(r[6], {})[r[1]] = (float(r[2]), float(r[5]))
         pairs = [v for v in per.values() if len(v) == 2]
-        rps_r = [v["pingora"][0] / v["plain"][0] for v in pairs]
-        cpu_r = [v["plain"][1] / v["pingora"][1] for v in pairs]
-        print(f"\n{path}: weir-pingora / plain Pingora = {med['pingora'][0] / med['plain'][0]:.3f} (req/s), p99 {med['pingora'][2] / med['plain'][2]:.2f}x")
-        print(f"{path}: per round, req/s ratio " + ", ".join(f"{x:.2f}" for x in rps_r)
-              + f" (median {statistics.median(rps_r):.3f}); CPU per request, plain / weir-pingora "
-              + ", ".join(f"{x:.2f}" for x in cpu_r) + f" (median {statistics.median(cpu_r):.3f})")
+        if not pairs:
+            continue
+        cpu_r = [v[weir][1] / v[base][1] for v in pairs]
+        rps_r = [v[weir][0] / v[base][0] for v in pairs]
+        print(f"{path}: CPU per request, {weir} / {base}: per round "
+              + ", ".join(f"{x:.3f}" for x in cpu_r) + f" (median {statistics.median(cpu_r):.3f}); "
+              + f"req/s ratio median {statistics.median(rps_r):.3f}")
 EOF

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# User-space instructions per proxied request, plain Pingora vs weir-pingora, under valgrind's
+# User-space instructions per proxied request, plain Pingora (bare and with weir's headers and
+# timeouts) vs weir-pingora (defaults and lean, see bench/http/pingora.sh), under valgrind's
 # callgrind: a figure that other load on a shared machine cannot move (unlike req/s). Kernel
 # work (syscalls, TCP) is not counted, so this measures the module's own CPU overhead only.
 #
-#   bench/http/pingora_instr.sh [N]        (default N = 4000)
+#   bench/http/pingora_instr.sh [N]        (default N = 4000; WHO="pingora ..." for a subset,
+#                                           KEEP=DIR to keep the callgrind profiles)
 #
 # Same upstream (nginx answering 200 "ok"), same config as bench/http/pingora.sh's proxy path
 # (token bucket that never rejects, access log off, one worker). Each server is run twice,
@@ -22,24 +24,35 @@ ADMIN=$(free_port)
 start_upstream "$UP"
 weir_conf "$PORT" "$ADMIN" "$UP" 1000000 1s 1000000
 
-total() { # $1 plain|pingora, $2 requests -> total instructions
-    local out="$WORK/cg.$1.$2" pid
-    if [ "$1" = plain ]; then
-        valgrind --tool=callgrind --callgrind-out-file="$out" "$ROOT/target/release/examples/plain" \
-            "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/vg.err" &
-    else
-        valgrind --tool=callgrind --callgrind-out-file="$out" "$ROOT/target/release/weir-pingora" \
-            --config "$WORK/weir.toml" >/dev/null 2>"$WORK/vg.err" &
-    fi
+cp "$WORK/weir.toml" "$WORK/lean.toml"
+weir_lean "$WORK/lean.toml"
+
+total() { # $1 plain|plain-hdr|pingora|pingora-lean, $2 requests -> total instructions
+    local out="$WORK/cg.$1.$2" pid cmd
+    case $1 in
+    plain) cmd=("$ROOT/target/release/examples/plain" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1) ;;
+    plain-hdr) cmd=("$ROOT/target/release/examples/plain" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers) ;;
+    pingora) cmd=("$ROOT/target/release/weir-pingora" --config "$WORK/weir.toml") ;;
+    pingora-lean) cmd=("$ROOT/target/release/weir-pingora" --config "$WORK/lean.toml") ;;
+    esac
+    valgrind --tool=callgrind --callgrind-out-file="$out" "${cmd[@]}" >/dev/null 2>"$WORK/vg.err" &
     pid=$!
     callgrind_total "$pid" "$PORT" "$2" "$out"
 }
 
 declare -A PER
-for who in plain pingora; do
+for who in ${WHO:-plain plain-hdr pingora pingora-lean}; do
     a=$(total "$who" 300)
     b=$(total "$who" $((300 + N)))
     PER[$who]=$(((b - a) / N))
     echo "$who: ${PER[$who]} instructions/request (user space)"
+    # KEEP=DIR keeps the larger profile, for a look at where the instructions go.
+    if [ -n "${KEEP:-}" ]; then cp "$WORK/cg.$who.$((300 + N))" "$KEEP/cg.$who"; fi
 done
-python3 -c "print(f'weir-pingora / plain: {${PER[pingora]} / ${PER[plain]}:.2f}x instructions per request')"
+ratio() {
+    [ -n "${PER[$1]:-}" ] && [ -n "${PER[$2]:-}" ] || return 0
+    python3 -c "print(f'$1 / $2: {${PER[$1]} / ${PER[$2]}:.3f}x instructions per request')"
+}
+ratio pingora plain-hdr
+ratio pingora-lean plain
+ratio pingora plain

@@ -20,6 +20,7 @@ pub mod redis;
 pub mod scenarios;
 pub mod scenarios_cluster;
 pub mod scenarios_sim;
+pub mod scenarios_headers;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -78,6 +79,7 @@ macro_rules! suite {
             fail_open_expires_with_bypass_episode,
             rollback_restores_a_revision_and_keeps_state,
             simulate_agrees_with_the_gateway_on_admissions,
+            evidence_and_ratelimit_headers_switch_independently,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

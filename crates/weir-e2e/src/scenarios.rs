@@ -648,7 +648,7 @@ pub(crate) fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
 }
 
 /// Waits up to 3 s for the access log (stdout or a file) to contain `needle`.
-fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
+pub(crate) fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
     let until = Instant::now() + Duration::from_secs(3);
     loop {
         let text = read();
@@ -1889,3 +1889,4 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
 
 pub use crate::scenarios_cluster::*;
 pub use crate::scenarios_sim::*;
+pub use crate::scenarios_headers::*;

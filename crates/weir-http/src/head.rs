@@ -407,6 +407,49 @@ pub fn parse_request_into(
     buf: &[u8],
     limits: &Limits,
 ) -> Result<Option<usize>, HttpError> {
+    checked_request(buf, limits, |c| {
+        head.headers.fill(c.raw, c.headers);
+        head.method = Span::of(c.raw, c.method.as_bytes());
+        head.target = Span::of(c.raw, c.target.as_bytes());
+        head.version = c.version;
+        head.framing = c.framing;
+        head.keep_alive = c.derived.keep_alive(c.version);
+        head.expect_continue = c.derived.expect_continue;
+        head.host = c.derived.host.map(|h| Span::of(c.raw, h));
+        c.len
+    })
+}
+
+/// Every check of [`parse_request`], without keeping the head: `Some((head_len, framing))`
+/// when `buf` starts with a complete, valid request head. For a frontend that hands the
+/// bytes on to a parser of its own once weir has judged them (weir-pingora's front door),
+/// so the head is not copied into a [`RequestHead`] it would never read.
+pub fn check_request(
+    buf: &[u8],
+    limits: &Limits,
+) -> Result<Option<(usize, BodyFraming)>, HttpError> {
+    checked_request(buf, limits, |c| (c.len, c.framing))
+}
+
+/// A complete request head that passed every check, before anything is copied.
+struct CheckedRequest<'b, 'h> {
+    len: usize,
+    raw: &'b [u8],
+    method: &'b str,
+    target: &'b str,
+    version: Version,
+    framing: BodyFraming,
+    derived: Derived<'b>,
+    headers: &'h [httparse::Header<'b>],
+}
+
+/// The request checks shared by [`parse_request_into`] and [`check_request`]; `done` takes
+/// the checked head (its borrows end with the call).
+fn checked_request<R>(
+    buf: &[u8],
+    limits: &Limits,
+    done: impl FnOnce(CheckedRequest<'_, '_>) -> R,
+) -> Result<Option<R>, HttpError> {
     let max_head = limits.max_head_bytes.min(u32::MAX as usize);
     let window = &buf[..buf.len().min(max_head)];
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
@@ -444,26 +487,26 @@ pub fn parse_request_into(
         ));
     }
     let bad = HttpError::bad_request;
-    let (raw, version, d) = checked_head(&window[..len], minor, req.headers, bad)?;
-    let framing = d.framing(
+    let (raw, version, derived) = checked_head(&window[..len], minor, req.headers, bad)?;
+    let framing = derived.framing(
         version,
         BodyFraming::None,
         bad,
         "transfer-encoding in an HTTP/1.0 request",
     )?;
-    if d.host.is_none() && version == Version::Http11 && limits.require_host {
+    if derived.host.is_none() && version == Version::Http11 && limits.require_host {
         return Err(HttpError::bad_request("missing host"));
     }
-
-    head.headers.fill(raw, req.headers);
-    head.method = Span::of(raw, method.as_bytes());
-    head.target = Span::of(raw, target.as_bytes());
-    head.version = version;
-    head.framing = framing;
-    head.keep_alive = d.keep_alive(version);
-    head.expect_continue = d.expect_continue;
-    head.host = d.host.map(|h| Span::of(raw, h));
-    Ok(Some(len))
+    Ok(Some(done(CheckedRequest {
+        len,
+        raw,
+        method,
+        target,
+        version,
+        framing,
+        derived,
+        headers: req.headers,
+    })))
 }
 
 /// Parse a response head from the start of `buf`. `request_was_head` tells whether the request

@@ -85,10 +85,10 @@ pub use body::{
 pub use error::{BodyError, ErrorKind, HttpError};
 pub use head::{
     BodyFraming, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_REQUEST_LINE, Headers, Limits, MAX_HEADERS,
-    Parsed, RequestHead, ResponseHead, Version, parse_request, parse_request_into, parse_response,
-    parse_response_into,
+    Parsed, RequestHead, ResponseHead, Version, check_request, parse_request, parse_request_into,
+    parse_response, parse_response_into,
 };
-pub use read::{HeadNext, HeadReader, HeadStop, HeadTimeouts};
+pub use read::{HeadNext, HeadReader, HeadSink, HeadStop, HeadTimeouts};
 pub use write::{
     HOP_BY_HOP, Persistence, build_response, is_hop_by_hop, push_u64, reason_phrase, write_header,
     write_request_head, write_response, write_response_head, write_response_with,
@@ -107,7 +107,15 @@ pub fn fuzz_parse(data: &[u8]) {
         require_host: false,
         ..Limits::default()
     };
-    if let Ok(Parsed::Complete(head, len)) = parse_request(data, &limits) {
+    let parsed = parse_request(data, &limits);
+    // The in-place check (weir-pingora's front door) judges every input as the parse does.
+    match (&parsed, check_request(data, &limits)) {
+        (Ok(Parsed::Complete(h, n)), Ok(Some((m, f)))) => assert!(*n == m && h.framing() == f),
+        (Ok(Parsed::Partial), Ok(None)) => {}
+        (Err(a), Err(b)) => assert_eq!((a.status(), a.to_string()), (b.status(), b.to_string())),
+        (p, c) => panic!("check_request {c:?} disagrees with parse_request {p:?}"),
+    }
+    if let Ok(Parsed::Complete(head, len)) = parsed {
         assert!(len <= data.len());
         let mut out = Vec::new();
         write_request_head(&head, head.framing(), &[], &mut out);

@@ -20,7 +20,7 @@ use core::ops::Add;
 use core::time::Duration;
 
 use crate::error::{ErrorKind, HttpError};
-use crate::head::{Limits, RequestHead, parse_request_into};
+use crate::head::{BodyFraming, Limits, RequestHead, check_request, parse_request_into};
 
 /// The timeouts that bound reading a head: `server.header_timeout` and `server.idle_timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,33 @@ pub enum HeadStop {
     Reject(HttpError),
 }
 
+/// Where [`HeadReader::step`] puts a complete head: a [`RequestHead`] (parsed, its fields
+/// copied for the frontend to read), or only its [`BodyFraming`], for a frontend whose own
+/// parser reads the same bytes once weir has judged them (weir-pingora's front door): the
+/// head is then checked in place ([`check_request`]) and nothing is copied.
+pub trait HeadSink {
+    /// Checks the head at the start of `buf`: `Some(len)` when complete (and kept).
+    ///
+    /// # Errors
+    /// The head is malformed or over a limit.
+    fn complete(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<usize>, HttpError>;
+}
+
+impl HeadSink for RequestHead {
+    fn complete(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<usize>, HttpError> {
+        parse_request_into(self, buf, limits)
+    }
+}
+
+impl HeadSink for BodyFraming {
+    fn complete(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<usize>, HttpError> {
+        Ok(check_request(buf, limits)?.map(|(len, framing)| {
+            *self = framing;
+            len
+        }))
+    }
+}
+
 /// Reads one request head: the deadlines and decisions of the module docs. Make one per
 /// request (the limits and timeouts may change on reload); it holds no buffers.
 #[derive(Debug, Clone, Copy)]
@@ -89,13 +116,14 @@ impl<I: Copy + Add<Duration, Output = I>> HeadReader<I> {
     }
 
     /// Looks at what `buf` holds (the connection's unread bytes, from the head's start) and
-    /// says what to do next. `now` is called only when a deadline starts now.
+    /// says what to do next; a complete head goes to `head` ([`HeadSink`]). `now` is called
+    /// only when a deadline starts now.
     ///
     /// # Errors
     /// [`HeadStop::Reject`] when the head is malformed or over a limit.
     pub fn step(
         &mut self,
-        head: &mut RequestHead,
+        head: &mut impl HeadSink,
         buf: &[u8],
         now: impl FnOnce() -> I,
     ) -> Result<HeadNext<I>, HeadStop> {
@@ -107,7 +135,7 @@ impl<I: Copy + Add<Duration, Output = I>> HeadReader<I> {
             };
             return Ok(HeadNext::Read { until, idle: true });
         }
-        match parse_request_into(head, buf, &self.limits) {
+        match head.complete(buf, &self.limits) {
             Ok(Some(len)) => Ok(HeadNext::Complete(len)),
             Ok(None) => {
                 let header = self.timeouts.header;

@@ -8,8 +8,26 @@ fn lim() -> Limits {
     Limits::default()
 }
 
+/// Parses `s`, and checks on the way that [`check_request`] (the in-place variant
+/// weir-pingora's front door uses) gives every head the same verdict: same length and
+/// framing, same partial, same error.
 fn req(s: &[u8]) -> Result<Parsed<RequestHead>, HttpError> {
-    parse_request(s, &lim())
+    let parsed = parse_request(s, &lim());
+    let checked = check_request(s, &lim());
+    let agree = match (&parsed, &checked) {
+        (Ok(Parsed::Complete(h, n)), Ok(Some((m, f)))) => n == m && h.framing() == *f,
+        (Ok(Parsed::Partial), Ok(None)) => true,
+        (Err(a), Err(b)) => {
+            (a.status(), a.reason(), a.to_string()) == (b.status(), b.reason(), b.to_string())
+        }
+        _ => false,
+    };
+    assert!(
+        agree,
+        "check_request disagrees for {:?}: {checked:?}",
+        String::from_utf8_lossy(s)
+    );
+    parsed
 }
 
 fn ok(s: &[u8]) -> (RequestHead, usize) {

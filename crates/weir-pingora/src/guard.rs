@@ -44,7 +44,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use weir_http::{
     BodyDecoder, BodyFraming, HeadNext, HeadReader, HeadStop, HeadTimeouts, HttpError, Limits,
-    Persistence, RequestHead,
+    Persistence,
 };
 use weir_policy::{Engine, Outcome};
 
@@ -118,13 +118,13 @@ impl<A> HeadGuard<A> {
     }
 
     /// Reads one request head into `buf`, as [`HeadReader`] decides. `first`: the
-    /// connection's first request. `head` is the connection's parse result, reused from
-    /// request to request (its buffers).
+    /// connection's first request. The head is checked in place (a [`BodyFraming`] as the [`weir_http::HeadSink`]):
+    /// Pingora parses the same bytes next, and weir needs only the verdict and the body
+    /// framing, not a copy of the fields.
     async fn read_head(
         &self,
         stream: &mut Stream,
         buf: &mut BytesMut,
-        head: &mut RequestHead,
         accepted: Instant,
         first: bool,
         shutdown: &ShutdownWatch,
@@ -140,9 +140,10 @@ impl<A> HeadGuard<A> {
             idle: settings.idle_timeout,
         };
         let mut reader = HeadReader::new(limits, timeouts, first.then_some(accepted));
+        let mut framing = BodyFraming::None;
         loop {
-            let (until, idle) = match reader.step(head, buf, Instant::now)? {
-                HeadNext::Complete(len) => return Ok(body_prefix_ok(head.framing(), &buf[len..])),
+            let (until, idle) = match reader.step(&mut framing, buf, Instant::now)? {
+                HeadNext::Complete(len) => return Ok(body_prefix_ok(framing, &buf[len..])),
                 HeadNext::Read { until, idle } => (until, idle),
             };
             let mut shutdown = shutdown.clone();
@@ -219,11 +220,10 @@ where
         let mut stream = stream;
         let mut persistent: Option<HttpPersistentSettings> = None;
         let mut first = true;
-        let mut head = RequestHead::default();
         loop {
             let mut buf = BytesMut::with_capacity(4096);
             let body_ok = match self
-                .read_head(&mut stream, &mut buf, &mut head, accepted, first, shutdown)
+                .read_head(&mut stream, &mut buf, accepted, first, shutdown)
                 .await
             {
                 Ok(ok) => ok,

@@ -24,6 +24,7 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::HttpPeer;
 use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
 use pingora::proxy::{FailToProxy, Session};
+use pingora::upstreams::peer::HttpUpstreamRequestPolicy;
 use pingora::{Error, ErrorSource, ErrorType, OrErr, RetryType};
 use weir_policy::{
     Admission, Attempt, AttemptResult, Engine, Flow, GatewayResponse, HeaderText, Headers, Next,
@@ -83,6 +84,9 @@ struct CtxState {
     /// Retry the same attempt on a fresh connection: a pooled keep-alive connection turned
     /// out dead before the request could have been processed (not an attempt outcome).
     same_attempt: bool,
+    /// `server.idle_timeout`, read once per request (a settings load is a reference-count
+    /// round trip on the engine's current config).
+    idle_timeout: Duration,
     /// A response the engine made that `fail_to_proxy` must write.
     respond: Option<GatewayResponse>,
     /// For `Flow::finish`.
@@ -216,11 +220,13 @@ impl Weir {
     ) -> pingora::Result<bool> {
         let ctx = &mut *ctx.0;
         ctx._inflight = Some(self.inflight.enter());
+        let server = self.engine.server();
         // Body inactivity in both directions is bounded by `idle_timeout` (docs/CONFIG.md, `[server]`).
-        let idle = self.engine.server().idle_timeout;
+        let idle = server.idle_timeout;
+        ctx.idle_timeout = idle;
         session.as_downstream_mut().set_read_timeout(Some(idle));
         session.as_downstream_mut().set_write_timeout(Some(idle));
-        if let Some(outcome) = self.head_limits(session.req_header()) {
+        if let Some(outcome) = Self::head_limits(session.req_header(), server.max_header_bytes) {
             // An HTTP-layer limit: the request is not understood, so no Flow (docs/HTTP.md).
             session.set_keepalive(None);
             let id = session.req_header().headers.get("x-request-id");
@@ -278,7 +284,7 @@ impl Weir {
     /// `server.max_header_bytes` (431) and the 8 KiB request-line limit (414). Pingora's
     /// parser has its own, larger bound, so weir checks the parsed head against the config.
     /// The size counts the request line and each header line as sent (`name: value\r\n`).
-    fn head_limits(&self, req: &RequestHeader) -> Option<Outcome> {
+    fn head_limits(req: &RequestHeader, max_header_bytes: usize) -> Option<Outcome> {
         const MAX_REQUEST_LINE: usize = 8 * 1024;
         let line = req.method.as_str().len() + 1 + req.raw_path().len() + " HTTP/1.1\r\n".len();
         if line > MAX_REQUEST_LINE {
@@ -289,8 +295,7 @@ impl Weir {
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 4)
             .sum();
-        (line + headers + 2 > self.engine.server().max_header_bytes)
-            .then_some(Outcome::HeadersTooLarge)
+        (line + headers + 2 > max_header_bytes).then_some(Outcome::HeadersTooLarge)
     }
 
     /// `ProxyHttp::upstream_peer`: waits out the backoff the engine chose for a retry, then
@@ -331,7 +336,7 @@ impl Weir {
             .attempt_start
             .get_or_insert_with(tokio::time::Instant::now);
         let clock = Arc::new(Clock::new(start + a.per_try_timeout));
-        let peer = self.peer_with_clock(a, clock.clone());
+        let peer = self.peer_with_clock(a, clock.clone(), ctx.idle_timeout);
         ctx.clock = Some(clock);
         Ok(Box::new(peer))
     }
@@ -343,13 +348,13 @@ impl Weir {
     /// timeout; pooled idle connections = `server.idle_timeout`.
     pub fn peer_for(&self, a: &Attempt) -> HttpPeer {
         let deadline = tokio::time::Instant::now() + a.per_try_timeout;
-        self.peer_with_clock(a, Arc::new(Clock::new(deadline)))
+        let idle_timeout = self.engine.server().idle_timeout;
+        self.peer_with_clock(a, Arc::new(Clock::new(deadline)), idle_timeout)
     }
 
     /// Reads are timed by the connection itself (crate docs, "Per-try timeout"): Pingora's
     /// own `read_timeout` would also bound every body read by the per-try timeout.
-    fn peer_with_clock(&self, a: &Attempt, clock: Arc<Clock>) -> HttpPeer {
-        let idle_timeout = self.engine.server().idle_timeout;
+    fn peer_with_clock(&self, a: &Attempt, clock: Arc<Clock>, idle_timeout: Duration) -> HttpPeer {
         let mut peer = HttpPeer::new(a.endpoint, false, String::new());
         let o = &mut peer.options;
         o.connection_timeout = Some(a.connect_timeout);
@@ -357,6 +362,8 @@ impl Weir {
         o.read_timeout = None;
         o.write_timeout = Some(a.per_try_timeout);
         o.idle_timeout = Some(idle_timeout);
+        // Strips the request's hop-by-hop fields (see `upstream_request_filter`).
+        o.http_upstream_request_policy = HttpUpstreamRequestPolicy::standard();
         o.custom_l4 = Some(Arc::new(AttemptConnect {
             pool: self.pool.clone(),
             clock,
@@ -367,6 +374,12 @@ impl Weir {
 
     /// `ProxyHttp::upstream_request_filter`: adds the attempt's request headers
     /// (`x-request-id`, ...).
+    ///
+    /// The hop-by-hop fields of the request (the [`HOP_BY_HOP`] list and those `Connection`
+    /// names) are already gone: the peer carries Pingora's standard upstream request policy
+    /// ([`HttpUpstreamRequestPolicy::standard`], set in [`Weir::peer_for`]), which strips them
+    /// before this phase (and keeps a WebSocket upgrade's `Connection`/`Upgrade`), so a
+    /// second pass here would find nothing to remove.
     pub fn upstream_request_filter(
         &self,
         _session: &mut Session,
@@ -374,10 +387,6 @@ impl Weir {
         ctx: &mut WeirCtx,
     ) -> pingora::Result<()> {
         let ctx = &mut *ctx.0;
-        let hop = hop_by_hop(&upstream_request.headers, is_upgrade(upstream_request));
-        for name in hop.names() {
-            upstream_request.remove_header(name);
-        }
         if let Some(a) = &ctx.attempt {
             if !upstream_request.headers.contains_key(http::header::HOST) {
                 // A request without Host (HTTP/1.0, or 1.1 from a lax client) gets the
@@ -427,7 +436,7 @@ impl Weir {
                 // The per-try timeout ends with the head; the body streams under
                 // `idle_timeout` inactivity.
                 if let Some(clock) = &ctx.clock {
-                    clock.body(self.engine.server().idle_timeout);
+                    clock.body(ctx.idle_timeout);
                 }
                 Ok(())
             }
@@ -698,13 +707,6 @@ impl HopByHop {
             .chain(fixed.map(|(h, _)| h))
             .chain(self.connection.then_some(&CONNECTION))
     }
-}
-
-/// A request asking for a protocol switch (`Connection: upgrade` + `Upgrade`), which Pingora
-/// proxies as a tunnel: its `Connection`/`Upgrade` headers must reach the upstream.
-fn is_upgrade(req: &RequestHeader) -> bool {
-    req.headers.contains_key(http::header::UPGRADE)
-        && connection_tokens(&req.headers).any(|t| t.eq_ignore_ascii_case(b"upgrade"))
 }
 
 /// The header fields present in `headers` not to forward: hop-by-hop ones and those named in

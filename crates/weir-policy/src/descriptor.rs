@@ -191,6 +191,7 @@ mod tests {
             mode: Mode::Enforce,
             max_keys: 10,
             max_key_bytes: 4,
+            headers: true,
         }
     }
 

@@ -322,6 +322,12 @@ impl Flow {
         &self.live.set.server.instance
     }
 
+    /// `[server] evidence_headers`: whether responses carry `x-weir-instance` and
+    /// `x-weir-attempts`.
+    fn evidence(&self) -> bool {
+        self.live.set.server.evidence_headers
+    }
+
     /// A gateway error response with the flow's extra headers; records the outcome.
     fn reject_with(
         &mut self,
@@ -336,7 +342,8 @@ impl Flow {
             self.instance(),
             self.request_id.as_str(),
             extra,
-        );
+        )
+        .with_evidence(self.evidence());
         r.headers.extend(self.extra_headers_text());
         r
     }
@@ -357,7 +364,8 @@ impl Flow {
                     outcome.as_str(),
                     self.instance(),
                     self.request_id.as_str(),
-                );
+                )
+                .with_evidence(self.evidence());
                 r.headers.extend(self.extra_headers_text());
                 r
             }
@@ -408,7 +416,13 @@ impl Flow {
             return Ok(());
         };
         let store = Store {
-            store: self.shared.store.load_full().map(|s| (*s).clone()),
+            // A local limit never asks the store: no reference-count round trip for it.
+            store: match rl.scope {
+                crate::ratelimit::Scope::Global => {
+                    self.shared.store.load_full().map(|s| (*s).clone())
+                }
+                crate::ratelimit::Scope::Local => None,
+            },
             timeout: self
                 .live
                 .set
@@ -585,14 +599,16 @@ impl Flow {
             AttemptResult::Response { .. } => {
                 self.outcome = Some(Outcome::Proxied);
                 let mut headers = Vec::with_capacity(3 + self.rate.headers.len());
-                headers.extend([
-                    (
-                        "x-weir-attempts",
-                        HeaderText::from_count(self.attempt.number),
-                    ),
-                    ("x-request-id", self.request_id.clone()),
-                    ("x-weir-instance", self.live.instance.clone()),
-                ]);
+                headers.push(("x-request-id", self.request_id.clone()));
+                if self.evidence() {
+                    headers.extend([
+                        (
+                            "x-weir-attempts",
+                            HeaderText::from_count(self.attempt.number),
+                        ),
+                        ("x-weir-instance", self.live.instance.clone()),
+                    ]);
+                }
                 headers.extend(self.rate.headers.iter().cloned());
                 return Next::Forward { headers };
             }
@@ -609,8 +625,10 @@ impl Flow {
             }
         };
         let mut r = failed;
-        r.headers
-            .push(("x-weir-attempts", self.attempt.number.to_string()));
+        if self.evidence() {
+            r.headers
+                .push(("x-weir-attempts", self.attempt.number.to_string()));
+        }
         Next::Respond(r)
     }
 

@@ -49,6 +49,9 @@ pub struct ServerSettings {
     /// `admin_read_only`: every POST on the admin port is 405.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub admin_read_only: bool,
+    /// `evidence_headers` (default true): responses carry `x-weir-instance` and
+    /// `x-weir-attempts`. Off, they leave them out; the access log still has both.
+    pub evidence_headers: bool,
 }
 
 impl ServerSettings {

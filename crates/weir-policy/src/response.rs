@@ -27,6 +27,15 @@ impl GatewayResponse {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Keeps the evidence headers (`x-weir-instance`, `x-weir-attempts`) when `on`
+    /// (`[server] evidence_headers`, docs/CONFIG.md), else removes them.
+    pub(crate) fn with_evidence(mut self, on: bool) -> GatewayResponse {
+        if !on {
+            self.headers.retain(|(k, _)| !EVIDENCE.contains(k));
+        }
+        self
+    }
+
     /// A JSON response.
     pub(crate) fn json(status: u16, v: &serde_json::Value) -> GatewayResponse {
         GatewayResponse {
@@ -45,6 +54,10 @@ impl GatewayResponse {
         }
     }
 }
+
+/// The headers `[server] evidence_headers = false` leaves out: which instance answered and
+/// after how many attempts. The access log records both either way.
+pub(crate) const EVIDENCE: [&str; 2] = ["x-weir-instance", "x-weir-attempts"];
 
 /// The gateway's own error response: JSON body, `x-weir-reason`, ids.
 pub(crate) fn error_response(

@@ -336,3 +336,24 @@ fn store_cluster_errors_name_their_key() {
     assert_eq!(s.cluster.len(), 3);
     assert_eq!(s.url, "");
 }
+
+#[test]
+fn response_header_switches_default_on_and_name_their_key() {
+    let rl = "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 2\n";
+    let on = parse(&format!("{BASE}{rl}"), "g.toml").unwrap();
+    assert!(on.server.evidence_headers);
+    assert!(on.routes[0].rate_limit.as_ref().unwrap().headers);
+    let text = format!("{BASE}{rl}headers = false\n")
+        .replace("[server]\n", "[server]\nevidence_headers = false\n");
+    let off = parse(&text, "g.toml").unwrap();
+    assert!(!off.server.evidence_headers);
+    assert!(!off.routes[0].rate_limit.as_ref().unwrap().headers);
+    err_starts(
+        &format!("{rl}headers = \"no\"\n"),
+        "gateway.toml:15: routes[0].rate_limit.headers:",
+    );
+    edited_err_starts(
+        ("[server]\n", "[server]\nevidence_headers = 1\n"),
+        "gateway.toml:2: server.evidence_headers:",
+    );
+}

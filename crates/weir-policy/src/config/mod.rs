@@ -199,6 +199,7 @@ fn compile_server(s: RawServer, log: Option<RawLog>, ctx: &Ctx<'_>) -> R<ServerS
         admin_token_env: s.admin_token_env,
         admin_token_sha256,
         admin_read_only: s.admin_read_only.unwrap_or(false),
+        evidence_headers: s.evidence_headers.unwrap_or(true),
         listen,
         admin,
         instance,

@@ -39,6 +39,7 @@ pub(crate) struct RawServer {
     pub drain_timeout: Option<Dur>,
     pub admin_token_env: Option<String>,
     pub admin_read_only: Option<bool>,
+    pub evidence_headers: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -227,4 +227,5 @@ fn reject_malformed(
         error: None,
     });
     error_response(status, outcome.as_str(), "-", instance, &rid, &[])
+        .with_evidence(live.set.server.evidence_headers)
 }

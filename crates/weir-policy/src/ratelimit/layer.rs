@@ -120,6 +120,9 @@ pub struct RateLimitPolicy {
     pub max_keys: u64,
     /// Longest key part in bytes (→ 400 `key_too_long`).
     pub max_key_bytes: u64,
+    /// `headers` (default true): the `RateLimit-Policy` and `RateLimit` fields on responses.
+    /// Off, they are left out; `Retry-After` is still sent on every 429.
+    pub headers: bool,
 }
 
 impl RateLimitPolicy {
@@ -249,6 +252,7 @@ pub(crate) struct RawRateLimit {
     pub mode: Option<Mode>,
     pub max_keys: Option<u64>,
     pub max_key_bytes: Option<u64>,
+    pub headers: Option<bool>,
 }
 
 /// The compile step of `[routes.rate_limit]` at key prefix `k`.
@@ -327,6 +331,7 @@ pub(crate) fn compile(
         mode: rl.mode.unwrap_or(Mode::Enforce),
         max_keys: count("max_keys", rl.max_keys, 100_000)?,
         max_key_bytes: count("max_key_bytes", rl.max_key_bytes, 256)?,
+        headers: rl.headers.unwrap_or(true),
     })
 }
 

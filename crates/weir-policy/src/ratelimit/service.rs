@@ -183,10 +183,12 @@ pub(crate) async fn check<T: Timer>(
     } else {
         d.reset_after.as_secs_ceil()
     };
-    out.headers
-        .push(("ratelimit-policy", rt.policy_header.clone()));
-    out.headers
-        .push(("ratelimit", ratelimit_field(route_id, &d, t)));
+    if p.headers {
+        out.headers
+            .push(("ratelimit-policy", rt.policy_header.clone()));
+        out.headers
+            .push(("ratelimit", ratelimit_field(route_id, &d, t)));
+    }
     if rejected {
         if shadow {
             if out.shadow.is_none() {
