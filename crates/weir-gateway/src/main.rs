@@ -24,7 +24,8 @@
 //! the upstream side always speaks HTTP/1.1. Several `Host` headers remain a 400
 //! `bad_request` (two readings of the authority are a smuggling/routing hazard).
 //!
-//! Module map: [`worker`] runtimes, listeners and shutdown; [`proxy`] one client connection
+//! Module map: [`worker`] runtimes, listeners and shutdown; [`shutdown`] how a stop reaches
+//! a worker's tasks; [`proxy`] one client connection
 //! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
 //! buffer connection; [`admin`] the admin listener. The command line, `--check` and `--demo`
 //! are `weir-cli`'s, shared with weir-pingora.
@@ -37,6 +38,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod admin;
 mod io;
 mod proxy;
+mod shutdown;
 mod upstream;
 mod worker;
 

@@ -27,6 +27,7 @@ use weir_policy::{
 };
 
 use crate::io::{Conn, IoFail};
+use crate::shutdown::LocalStop;
 use crate::upstream::{ConnectFail, Pool, connect};
 use crate::worker::{MonoioTimer, Shared};
 
@@ -42,6 +43,8 @@ pub(crate) struct Worker {
     pub(crate) engine: Engine,
     pub(crate) shared: Arc<Shared>,
     pub(crate) pool: Pool,
+    /// This worker's shutdown notice (woken on this thread, see [`crate::shutdown`]).
+    pub(crate) stop: LocalStop,
 }
 
 /// Case-insensitive header lookup for the engine, over a parsed request head.
@@ -79,7 +82,7 @@ pub(crate) async fn serve(w: Rc<Worker>, stream: monoio::net::TcpStream, peer: S
     let mut first = true;
     let mut out = Vec::with_capacity(4096);
     // One shutdown listener for the connection's keep-alive waits, not one per request.
-    let mut stop = w.shared.listen();
+    let mut stop = w.stop.listen();
     loop {
         let settings = w.engine.server();
         let mut reader = HeadReader::new(

@@ -6,8 +6,9 @@
 //! the workers' accept queues, so no worker wakes for a connection another one takes, and a
 //! connection lives and dies on the ring that accepted it.
 //!
-//! Shutdown: [`Shared::stop`] flips a flag and wakes every worker through an
-//! `event_listener::Event` (monoio's `sync` feature makes cross-thread wakes work). Workers
+//! Shutdown: [`Shared::stop`] flips a flag and wakes each worker's watcher task, which also
+//! re-reads the flag on its own timer and then wakes the worker's tasks locally (see
+//! [`crate::shutdown`] for why a cross-thread wake alone is not relied on). Workers
 //! stop accepting, idle keep-alive connections close at once, requests in flight finish (their
 //! responses carry `connection: close`) until the drain timeout, then the runtime is dropped.
 
@@ -26,6 +27,7 @@ use monoio::net::{ListenerOpts, TcpListener};
 use weir_policy::Engine;
 
 use crate::proxy::{Worker, serve};
+use crate::shutdown::{self, LocalStop};
 use crate::upstream::Pool;
 
 /// The I/O driver asked for on the command line.
@@ -92,11 +94,7 @@ pub(crate) fn spawn(
     let handle = thread::Builder::new().name(format!("weir-worker-{id}")).spawn(move || {
         let run = |name: &'static str| run(engine.clone(), addr, shared.clone(), tx.clone(), name);
         if driver == DriverKind::IoUring {
-            match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-                .with_entries(1024)
-                .enable_timer()
-                .build()
-            {
+            match uring_runtime() {
                 Ok(mut rt) => return rt.block_on(run("io_uring")),
                 Err(e) => {
                     if !shared.fallback_logged.swap(true, Ordering::AcqRel) {
@@ -115,6 +113,50 @@ pub(crate) fn spawn(
         }
     })?;
     Ok((handle, rx))
+}
+
+/// An io_uring runtime whose ring is set up for one thread that submits and reaps everything
+/// itself (which a worker is: its ring never leaves the thread that built it, and monoio's
+/// cross-thread wake-ups go through an eventfd read on the ring, not through another thread
+/// entering it):
+/// - `SINGLE_ISSUER` + `DEFER_TASKRUN` (kernel 6.1+): completions are posted when the worker
+///   waits for them (`io_uring_enter` with `GETEVENTS`, which monoio's park does) instead of
+///   by task work that interrupts it after every socket event;
+/// - `COOP_TASKRUN` + `TASKRUN_FLAG` (5.19+): where deferral is refused, task work is at
+///   least not signalled with an inter-processor interrupt.
+///
+/// Each set is tried in turn and a kernel that refuses one (EINVAL) gets the next, down to
+/// a plain ring. A gateway with these flags once slept through SIGTERM (the cross-thread
+/// wake was its only way out of a wait with no timer due); shutdown no longer depends on
+/// that wake ([`crate::shutdown`]), and `tests/shutdown.rs` checks both.
+fn uring_runtime()
+-> std::io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>> {
+    let sets: [fn(&mut io_uring::Builder); 3] = [
+        |b| {
+            b.setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag();
+        },
+        |b| {
+            b.setup_coop_taskrun().setup_taskrun_flag();
+        },
+        |_| {},
+    ];
+    let mut last = None;
+    for set in sets {
+        let mut urb = io_uring::IoUring::builder();
+        set(&mut urb);
+        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .with_entries(1024)
+            .uring_builder(urb)
+            .enable_timer()
+            .build()
+        {
+            Ok(rt) => return Ok(rt),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no io_uring set-up")))
 }
 
 /// Decrements the connection counts when a connection task ends.
@@ -153,7 +195,11 @@ async fn run(
         engine,
         shared: shared.clone(),
         pool: Pool::default(),
+        stop: LocalStop::default(),
     });
+
+    let watcher = w.clone();
+    monoio::spawn(async move { shutdown::watch(&watcher.shared, &watcher.stop).await });
 
     // Expire idle upstream connections even when no request comes to find them stale.
     let pruner = w.clone();
@@ -171,7 +217,7 @@ async fn run(
             monoio::time::sleep(Duration::from_millis(5)).await;
             continue;
         }
-        let stop = shared.listen();
+        let stop = w.stop.listen();
         if shared.stopping() {
             break;
         }

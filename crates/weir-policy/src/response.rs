@@ -38,10 +38,15 @@ impl GatewayResponse {
 
     /// A JSON response.
     pub(crate) fn json(status: u16, v: &serde_json::Value) -> GatewayResponse {
+        Self::json_bytes(status, serde_json::to_vec(v).unwrap_or_default())
+    }
+
+    /// A response with an already serialised JSON body.
+    fn json_bytes(status: u16, body: Vec<u8>) -> GatewayResponse {
         GatewayResponse {
             status,
             headers: vec![("content-type", "application/json".to_string())],
-            body: serde_json::to_vec(v).unwrap_or_default(),
+            body,
         }
     }
 
@@ -68,19 +73,58 @@ pub(crate) fn error_response(
     request_id: &str,
     extra: &[(&str, serde_json::Value)],
 ) -> GatewayResponse {
-    let mut body = serde_json::Map::new();
-    body.insert("error".into(), reason.into());
-    body.insert("route".into(), route.into());
-    body.insert("instance".into(), instance.into());
-    body.insert("request_id".into(), request_id.into());
-    for (k, v) in extra {
-        body.insert((*k).to_string(), v.clone());
-    }
-    let mut r = GatewayResponse::json(status, &serde_json::Value::Object(body));
+    let fixed = [
+        ("error", reason),
+        ("route", route),
+        ("instance", instance),
+        ("request_id", request_id),
+    ];
+    let mut r = GatewayResponse::json_bytes(status, error_body(&fixed, extra));
     r.headers.push(("x-weir-reason", reason.to_string()));
     r.headers.push(("x-request-id", request_id.to_string()));
     r.headers.push(("x-weir-instance", instance.to_string()));
     r
+}
+
+/// The JSON object of `fixed` then `extra`, keys in order and a later key replacing an
+/// earlier one — the bytes a `serde_json::Map` (a `BTreeMap`) of them prints — written
+/// straight out. Building that map for every rejected request (a `String` per key and
+/// value, a tree insert each, then the walk) was a quarter of the gateway's user-space
+/// instructions per 429 (docs/BENCHMARKS.md, "User space per rejected request").
+fn error_body(fixed: &[(&str, &str)], extra: &[(&str, serde_json::Value)]) -> Vec<u8> {
+    use serde::ser::{SerializeMap, Serializer};
+    enum Val<'a> {
+        Str(&'a str),
+        Json(&'a serde_json::Value),
+    }
+    let mut entries: Vec<(&str, Val<'_>)> = fixed
+        .iter()
+        .map(|(k, v)| (*k, Val::Str(v)))
+        .chain(extra.iter().map(|(k, v)| (*k, Val::Json(v))))
+        .collect();
+    // Stable: of equal keys the last inserted stays last, and is the one written.
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::with_capacity(160);
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let Ok(mut map) = ser.serialize_map(None) else {
+        return Vec::new();
+    };
+    for (i, (k, v)) in entries.iter().enumerate() {
+        if entries.get(i + 1).is_some_and(|next| next.0 == *k) {
+            continue;
+        }
+        let written = match v {
+            Val::Str(s) => map.serialize_entry(k, s),
+            Val::Json(j) => map.serialize_entry(k, j),
+        };
+        if written.is_err() {
+            return Vec::new();
+        }
+    }
+    if map.end().is_err() {
+        return Vec::new();
+    }
+    out
 }
 
 /// The configured degraded response, marked with why it was used.
@@ -123,6 +167,55 @@ mod tests {
         assert_eq!(acceptable_request_id(&[b'a'; 129]), None);
         assert!(acceptable_request_id(&[b'a'; 128]).is_some());
         assert_eq!(acceptable_request_id("é".as_bytes()), None);
+    }
+
+    /// The body is byte for byte what the `serde_json::Map` it replaced printed: keys in
+    /// order, extra keys among the fixed ones, a repeated key's last value, odd characters.
+    #[test]
+    fn error_body_matches_a_json_map() {
+        let cases: [(&str, &[(&str, serde_json::Value)]); 4] = [
+            ("r", &[]),
+            (
+                "r/ü\"q\\",
+                &[("retry_after", 3.into()), ("allowed", "x".into())],
+            ),
+            (
+                "r",
+                &[
+                    ("route", "over".into()),
+                    ("zeta", serde_json::json!({"b": 1, "a": [2]})),
+                ],
+            ),
+            (
+                "r",
+                &[
+                    ("k", 1.into()),
+                    ("k", 2.into()),
+                    ("error", serde_json::Value::Null),
+                ],
+            ),
+        ];
+        for (route, extra) in cases {
+            let fixed = [
+                ("error", "rate_limited"),
+                ("route", route),
+                ("instance", "gw\n"),
+                ("request_id", "id-1"),
+            ];
+            let mut map = serde_json::Map::new();
+            for (k, v) in fixed {
+                map.insert(k.into(), v.into());
+            }
+            for (k, v) in extra {
+                map.insert((*k).to_string(), v.clone());
+            }
+            let want = serde_json::to_vec(&serde_json::Value::Object(map)).unwrap();
+            assert_eq!(
+                String::from_utf8(super::error_body(&fixed, extra)).unwrap(),
+                String::from_utf8(want).unwrap(),
+                "{route:?} {extra:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,182 @@
+//! Shutdown under the io_uring ring set-up the workers use: SIGTERM after load must stop the
+//! process promptly, every time, whatever the connections are doing when it arrives (a
+//! gateway once slept through one after a paced benchmark run; see docs/BENCHMARKS.md,
+//! "Shutdown wake-up"). Bounded: a few seconds per run, a fixed number of runs.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use weir_e2e::Client;
+use weir_e2e::harness::Gateway;
+use weir_e2e::scenarios::config;
+use weir_e2e::upstreams::RawUpstream;
+
+const BIN: &str = env!("CARGO_BIN_EXE_weir-gateway");
+/// Longest a stop may take with nothing in flight (the drain has nothing to wait for).
+const STOP_WITHIN: Duration = Duration::from_secs(3);
+
+/// Where the connections are when the signal arrives.
+#[derive(Debug, Clone, Copy)]
+enum When {
+    /// Requests still being sent on every connection.
+    UnderLoad,
+    /// The load is over, its keep-alive connections open and idle.
+    IdleKeepAlive,
+    /// Every client has closed: only the accept loop waits (the case that once hung).
+    AllClosed,
+}
+
+/// `conns` keep-alive clients, each sending paced `GET`s until `stop`; returns the clients
+/// (still connected) and the number of 200s.
+fn load(
+    addr: SocketAddr,
+    conns: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<(Client, u64)>> {
+    (0..conns)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut c = Client::connect(addr).expect("connect");
+                let mut ok = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if c.get("/x", &[]).is_ok_and(|r| r.status == 200) {
+                        ok += 1;
+                    }
+                    thread::sleep(Duration::from_micros(500));
+                }
+                (c, ok)
+            })
+        })
+        .collect()
+}
+
+fn stop_after_load(when: When, driver: &[&str]) {
+    let up = RawUpstream::echo();
+    let cfg = config(
+        &[("echo", up.addr)],
+        "[[routes]]\nid = \"all\"\nmatch = { path_prefix = \"/\" }\nupstream = \"echo\"\n",
+    );
+    let mut gw = Gateway::start_with(Path::new(BIN), &cfg, driver);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(gw.addr, 8, stop.clone());
+    thread::sleep(Duration::from_millis(300));
+    let mut kept = Vec::new();
+    match when {
+        When::UnderLoad => gw.signal("TERM"),
+        When::IdleKeepAlive | When::AllClosed => {
+            stop.store(true, Ordering::Relaxed);
+            for h in clients {
+                let (c, ok) = h.join().expect("client");
+                assert!(ok > 0, "load was served");
+                kept.push(c);
+            }
+            if matches!(when, When::AllClosed) {
+                kept.clear();
+            }
+            // Let the gateway see the closes and go idle before the signal.
+            thread::sleep(Duration::from_millis(150));
+            gw.signal("TERM");
+        }
+    }
+    let t = Instant::now();
+    let st = gw.wait_exit(STOP_WITHIN);
+    stop.store(true, Ordering::Relaxed);
+    let st = st.unwrap_or_else(|| {
+        panic!(
+            "{when:?} {driver:?}: still running {STOP_WITHIN:?} after SIGTERM; stderr:\n{}",
+            gw.stderr_text()
+        )
+    });
+    assert!(
+        st.success(),
+        "{when:?}: exit status {st}; {}",
+        gw.stderr_text()
+    );
+    eprintln!("{when:?} {driver:?}: stopped in {:?}", t.elapsed());
+    drop(kept);
+}
+
+#[test]
+fn sigterm_after_load_stops_promptly_every_time() {
+    for _ in 0..3 {
+        for when in [When::AllClosed, When::IdleKeepAlive, When::UnderLoad] {
+            stop_after_load(when, &[]);
+        }
+    }
+    stop_after_load(When::AllClosed, &["--driver", "legacy"]);
+}
+
+/// The mechanism underneath: a task parked on a ring with the workers' flags (and no timer
+/// due) is woken from another thread through monoio's channel + eventfd path, at random
+/// points of its park, many times over; each wake must arrive within 5 s (a lost one never
+/// would: nothing else can end that wait).
+#[test]
+fn cross_thread_wakes_reach_a_deferred_taskrun_ring() {
+    struct S {
+        ev: Event,
+        listening: AtomicU64,
+        woken: AtomicU64,
+    }
+    const ROUNDS: u64 = 5_000;
+    let s = Arc::new(S {
+        ev: Event::new(),
+        listening: AtomicU64::new(0),
+        woken: AtomicU64::new(0),
+    });
+    let w = s.clone();
+    let worker = thread::spawn(move || {
+        let mut urb = io_uring::IoUring::builder();
+        urb.setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag();
+        let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .uring_builder(urb)
+            .build()
+        else {
+            eprintln!("no io_uring with DEFER_TASKRUN here: nothing to check");
+            w.woken.store(ROUNDS, Ordering::Release);
+            return;
+        };
+        rt.block_on(async {
+            for i in 1..=ROUNDS {
+                let l = w.ev.listen();
+                w.listening.store(i, Ordering::Release);
+                l.await;
+                w.woken.store(i, Ordering::Release);
+            }
+        });
+    });
+    let mut rng = 0x2545_f491_u64;
+    for i in 1..=ROUNDS {
+        while s.listening.load(Ordering::Acquire) < i && s.woken.load(Ordering::Acquire) < ROUNDS {
+            thread::yield_now();
+        }
+        if s.woken.load(Ordering::Acquire) >= ROUNDS {
+            break;
+        }
+        // Notify at a random point of the worker's way into its wait (0–4 µs in).
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let t = Instant::now();
+        while (t.elapsed().as_nanos() as u64) < rng % 4000 {
+            std::hint::spin_loop();
+        }
+        s.ev.notify(usize::MAX);
+        let t = Instant::now();
+        while s.woken.load(Ordering::Acquire) < i {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "wake {i} of {ROUNDS} lost"
+            );
+            thread::yield_now();
+        }
+    }
+    worker.join().unwrap();
+}
