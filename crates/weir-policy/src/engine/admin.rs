@@ -68,7 +68,7 @@ impl Engine {
 fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
     let path = path.split('?').next().unwrap_or(path);
     let allowed = match path {
-        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" => "GET",
+        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/upstreams" => "GET",
         "/admin/reload" => "POST",
         _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
     };
@@ -112,6 +112,11 @@ fn route(engine: &Engine, method: &str, path: &str) -> GatewayResponse {
                 .filter_map(|r| Some(r.breaker.as_ref()?.json(&r.policy.id, &r.metrics, now)))
                 .collect();
             GatewayResponse::json(200, &json!({"revision": live.revision, "breakers": list}))
+        }
+        "/admin/upstreams" => {
+            let now = engine.now();
+            let list: Vec<serde_json::Value> = live.upstreams.iter().map(|u| u.json(now)).collect();
+            GatewayResponse::json(200, &json!({"revision": live.revision, "upstreams": list}))
         }
         _ => {
             drop(live);

@@ -201,6 +201,7 @@ impl Engine {
             instance: HeaderText::from(set.server.instance.clone()),
             set: Arc::new(set),
             routes: cur.routes.clone(),
+            upstreams: cur.upstreams.clone(),
         }));
         Ok(self)
     }
@@ -291,6 +292,9 @@ impl Engine {
             if let Some(b) = &r.breaker {
                 b.observe(&r.metrics, now);
             }
+        }
+        for u in &live.upstreams {
+            u.observe(now);
         }
         self.inner.shared.metrics.render()
     }
