@@ -35,6 +35,13 @@ fn pool(n: usize) -> Arc<Pool> {
     })
 }
 
+/// A gateway failure on endpoint `i` at `now`: did it eject?
+fn fail(p: &Pool, i: usize, now: u64) -> bool {
+    let cfg = config();
+    p.o.record(&cfg, &p.eps, i, AttemptKind::GatewayFailure, Nanos(now), 0)
+        .is_some()
+}
+
 /// `main` and one thread each record a gateway failure on their endpoint at `now`;
 /// returns how many ejections were reported.
 fn race(p: &Arc<Pool>, endpoints: [usize; 2], now: u64) -> usize {
@@ -94,21 +101,16 @@ fn one_endpoint_failing_twice_is_ejected_once() {
 fn a_return_racing_an_ejection_keeps_the_count() {
     loom::model(|| {
         let p = pool(2);
-        let cfg = config();
         // Endpoint 0 ejected until 10; at 10 it comes back while endpoint 1 fails.
-        assert!(
-            p.o.record(&cfg, &p.eps, 0, AttemptKind::GatewayFailure, Nanos(0), 0)
-                .is_some()
-        );
+        assert!(fail(&p, 0, 0));
         let q = p.clone();
         let h = thread::spawn(move || q.o.refresh(&q.eps, Nanos(10)));
-        let e =
-            p.o.record(&cfg, &p.eps, 1, AttemptKind::GatewayFailure, Nanos(10), 0);
+        let e = fail(&p, 1, 10);
         h.join().unwrap();
         // Endpoint 0 is back either way; endpoint 1 took the slot unless it looked while
         // the other return had not yet released it (refused: conservative).
         assert!(p.eps[0].healthy(Nanos(10)));
-        assert_eq!(p.o.ejected(), usize::from(e.is_some()));
+        assert_eq!(p.o.ejected(), usize::from(e));
         assert_eq!(out_of_rotation(&p, 10), p.o.ejected());
     });
 }

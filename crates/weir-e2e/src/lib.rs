@@ -17,6 +17,7 @@ pub mod client;
 pub mod harness;
 pub mod redis;
 pub mod scenarios;
+pub mod scenarios_outlier;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -70,6 +71,10 @@ macro_rules! suite {
             auth_limits_by_verified_consumer_and_failures_consume_nothing,
             admin_token_required_read_only_and_sighup_reload,
             non_loopback_admin_without_token_refused,
+            outlier_failing_endpoint_ejected_and_back_after_base,
+            outlier_two_of_three_failing_at_half_ejects_one,
+            outlier_dead_port_ejected_on_connect_failures,
+            outlier_panic_sends_traffic_to_all,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -1877,3 +1877,5 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+pub use crate::scenarios_outlier::*;
