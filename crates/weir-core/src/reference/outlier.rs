@@ -181,7 +181,11 @@ impl OutlierModel {
         self.refresh(now);
         let n = self.eps.len();
         let max = max_ejectable(n, self.cfg.max_ejection_percent);
-        assert!(shared.ejected() <= max, "{} ejected, max {max}", shared.ejected());
+        assert!(
+            shared.ejected() <= max,
+            "{} ejected, max {max}",
+            shared.ejected()
+        );
         assert_eq!(shared.ejected(), self.ejected());
         for (i, e) in eps.iter().enumerate() {
             assert_eq!(e.healthy(Nanos(now)), !self.eps[i].ejected, "endpoint {i}");
