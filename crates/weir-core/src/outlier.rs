@@ -55,8 +55,11 @@
 //! while its endpoint is being ejected may land in the cleared interval (at most one per
 //! racing call — documented approximation).
 //!
-//! **Cost.** A pick scans the endpoints (`O(n)` loads; upstreams have a handful), a
-//! record is a CAS on the interval word and, on a streak change, one on the endpoint word.
+//! **Cost.** With nothing ejected a pick is two loads (and the in-flight loads of
+//! [`Choice::TwoRandom`]); otherwise it scans the endpoints (`O(n)` loads; upstreams have
+//! a handful). A record is a CAS on the interval word (only with a failure-share rule)
+//! and, on a streak change, one on the endpoint word; a success on a clean streak is
+//! loads only.
 
 use crate::error::ConfigError;
 use crate::sync::{AtomicU64, Ordering};
@@ -447,13 +450,16 @@ impl SharedOutlier {
         let failed = kind != AttemptKind::Success;
         let idx = interval_index(cfg, now);
         let mut share = false;
-        let _ = ep
-            .window
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                let (n, met) = window_step(cfg, w, idx, failed);
-                share = met;
-                Some(n)
-            });
+        // Without a failure-share rule the interval counts are never read: not kept.
+        if cfg.failure_ppm.is_some() {
+            let _ = ep
+                .window
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                    let (n, met) = window_step(cfg, w, idx, failed);
+                    share = met;
+                    Some(n)
+                });
+        }
         let mut w = ep.word.load(Ordering::Acquire);
         loop {
             if w & OUT != 0 {
@@ -544,6 +550,14 @@ impl SharedOutlier {
         }
         self.refresh(eps, now);
         let panic = self.in_panic(cfg, n);
+        if self.ejected() == 0 {
+            // Nothing out of rotation (the count is never below the endpoints out): the
+            // same choice without scanning the endpoints.
+            return Some(Pick {
+                index: pick_all(eps, choice, avoid),
+                panic,
+            });
+        }
         let usable = |i: usize| panic || eps[i].healthy(now);
         let strict = |i: usize| usable(i) && Some(i) != avoid;
         let count = |f: &dyn Fn(usize) -> bool| (0..n).filter(|&i| f(i)).count();
@@ -574,6 +588,38 @@ impl SharedOutlier {
             index: index.unwrap_or(0),
             panic,
         })
+    }
+}
+
+/// [`SharedOutlier::pick`] when every endpoint is eligible but `avoid`: the `j`-th
+/// eligible endpoint is `j`, or `j + 1` from `avoid` on.
+fn pick_all(eps: &[EndpointState], choice: Choice, avoid: Option<usize>) -> usize {
+    let n = eps.len();
+    let avoid = avoid.filter(|&a| a < n && n > 1);
+    let m = n - usize::from(avoid.is_some());
+    let nth = |j: usize| match avoid {
+        Some(a) if j >= a => j + 1,
+        _ => j,
+    };
+    match choice {
+        Choice::RoundRobin(c) => {
+            let i = c % n;
+            if Some(i) == avoid { (i + 1) % n } else { i }
+        }
+        Choice::TwoRandom(r) => {
+            let a = (r % m as u64) as usize;
+            if m == 1 {
+                return nth(a);
+            }
+            let b = ((r >> 32) % (m as u64 - 1)) as usize;
+            let b = if b >= a { b + 1 } else { b };
+            let (x, y) = (nth(a), nth(b));
+            if eps[y].inflight() < eps[x].inflight() {
+                y
+            } else {
+                x
+            }
+        }
     }
 }
 
