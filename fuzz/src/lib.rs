@@ -13,6 +13,7 @@ pub mod breaker;
 pub mod keyed;
 pub mod leaky_bucket;
 pub mod num;
+pub mod outlier;
 pub mod retry_budget;
 pub mod semaphore;
 pub mod times;

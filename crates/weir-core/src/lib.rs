@@ -35,6 +35,11 @@
 //! implement [`RateLimiter`] or [`SharedRateLimiter`]; bad parameters are a
 //! [`ConfigError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
 //!
+//! ## Upstreams
+//! [`SharedOutlier`] with one [`EndpointState`] per endpoint: passive outlier ejection
+//! (streaks, failure share, growing ejections, a maximum ejected share, panic) and the
+//! choice of an endpoint (round robin or two random choices), lock-free.
+//!
 //! ## Targets without 64-bit atomics
 //! Shared forms use 64-bit atomics. On targets that lack them (e.g. `thumbv7em-none-eabihf`)
 //! enable the `fallback` feature: portable-atomic then implements them with a global
@@ -65,6 +70,7 @@ pub mod keyed;
 pub mod leaky_bucket;
 pub mod limit;
 pub mod limiter;
+pub mod outlier;
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;
@@ -89,6 +95,9 @@ pub use keyed::{KeyedDecision, KeyedLimiter, KeyedShared, KeyedTokenBuckets, Slo
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limit::{Limit, LimitKind, MAX_SLIDING_LOG_LEN, MAX_SLIDING_LOG_LIMIT, SlidingLogLimit};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter, WordStep};
+pub use outlier::{
+    AttemptKind, Choice, EjectReason, Ejection, EndpointState, OutlierConfig, Pick, SharedOutlier,
+};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};

@@ -21,6 +21,7 @@ pub mod scenarios;
 pub mod scenarios_cluster;
 pub mod scenarios_sim;
 pub mod scenarios_headers;
+pub mod scenarios_outlier;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -80,6 +81,10 @@ macro_rules! suite {
             rollback_restores_a_revision_and_keeps_state,
             simulate_agrees_with_the_gateway_on_admissions,
             evidence_and_ratelimit_headers_switch_independently,
+            outlier_failing_endpoint_ejected_and_back_after_base,
+            outlier_two_of_three_failing_at_half_ejects_one,
+            outlier_dead_port_ejected_on_connect_failures,
+            outlier_panic_sends_traffic_to_all,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -23,6 +23,9 @@ pub(crate) struct AttemptRec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<&'static str>,
     pub ms: u64,
+    /// The endpoint tried (`IP:PORT`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 /// One request.
@@ -214,6 +217,7 @@ mod tests {
                 status: Some(200),
                 error: None,
                 ms: 3,
+                endpoint: Some("127.0.0.1:18181".to_string()),
             }],
             queue_ms: 0,
             duration_ms: 3,

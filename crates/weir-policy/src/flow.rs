@@ -26,7 +26,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use weir_core::{Deadline, Nanos, SplitMix64, Ticket};
+use weir_core::{Deadline, Nanos, Rng, SplitMix64, Ticket};
 
 /// What the frontend knows about a request when it starts.
 #[derive(Clone, Copy)]
@@ -57,7 +57,8 @@ pub enum Admission {
 pub struct Attempt {
     /// The route's upstream.
     pub upstream: Arc<UpstreamSettings>,
-    /// The endpoint to use (round robin).
+    /// The endpoint to use (`balance`, skipping ejected endpoints; a retry avoids the
+    /// endpoint the previous attempt failed on).
     pub endpoint: SocketAddr,
     /// `min(connect_timeout, per_try)`.
     pub connect_timeout: Duration,
@@ -130,6 +131,10 @@ struct AttemptState {
     started: Nanos,
     /// Its per-try timeout was cut by the total deadline.
     capped: bool,
+    /// Its endpoint (index in the upstream), while it counts as in flight there.
+    endpoint: Option<usize>,
+    /// The endpoint the previous attempt failed on: a retry goes elsewhere if it can.
+    avoid: Option<usize>,
 }
 
 /// What only the access log needs.
@@ -158,6 +163,8 @@ pub struct Flow {
     /// `None` without a route.
     retry: Option<RetryState>,
     attempt: AttemptState,
+    /// Draws for the endpoint choice (`least_request`) and ejection jitter.
+    draws: SplitMix64,
     log: LogState,
     inflight: bool,
     outcome: Option<Outcome>,
@@ -196,6 +203,7 @@ impl Flow {
             .map(|(i, _)| live.routes[i].clone());
         let seq = shared.flows.fetch_add(1, Ordering::Relaxed);
         let rng = SplitMix64::new(shared.seed ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let draws = SplitMix64::new(shared.seed ^ seq.rotate_left(29) ^ 0x5851_F42D_4C95_7F2D);
         let mut f = Flow {
             shared,
             live,
@@ -213,7 +221,10 @@ impl Flow {
                 number: 0,
                 started: now,
                 capped: false,
+                endpoint: None,
+                avoid: None,
             },
+            draws,
             log,
             inflight: false,
             outcome: None,
@@ -519,13 +530,18 @@ impl Flow {
         }
         let cfg = ns(route.policy.timeouts.per_try.0);
         let per_try = self.deadline.per_try(now, cfg);
+        self.release_endpoint();
+        let index = route
+            .endpoints
+            .pick(now, self.attempt.avoid, self.draws.next_u64());
         self.attempt = AttemptState {
             number: self.attempt.number + 1,
             started: now,
             capped: self.deadline.remaining(now) <= cfg,
+            endpoint: Some(index),
+            avoid: self.attempt.avoid,
         };
-        let eps = &route.upstream.endpoints;
-        let endpoint = eps[route.rr.fetch_add(1, Ordering::Relaxed) % eps.len()];
+        let endpoint = route.upstream.endpoints[index];
         let per_try: Duration = per_try.into();
         let mut request_headers = vec![
             ("x-request-id", self.request_id.clone()),
@@ -568,9 +584,21 @@ impl Flow {
                 status,
                 error,
                 ms: elapsed.as_millis(),
+                endpoint: self
+                    .attempt
+                    .endpoint
+                    .and_then(|i| route.upstream.endpoints.get(i))
+                    .map(ToString::to_string),
             });
         }
         route.metrics.attempt(result.label());
+        if let Some(i) = self.attempt.endpoint {
+            route
+                .endpoints
+                .record(i, &result, now, self.draws.next_u64());
+            let failed = !matches!(result, AttemptResult::Response { status } if status < 500);
+            self.attempt.avoid = failed.then_some(i);
+        }
         if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
             b.record(&route.metrics, ticket, now, elapsed, &result);
         }
@@ -589,6 +617,10 @@ impl Flow {
                 &route.metrics,
             )
         });
+        if !matches!(result, AttemptResult::Response { .. }) {
+            // No response to stream: the attempt no longer counts as in flight there.
+            self.release_endpoint();
+        }
         if let Some(backoff) = retry {
             route.metrics.retries.inc();
             return Next::Retry {
@@ -660,11 +692,19 @@ impl Flow {
         self.complete(status, error);
     }
 
+    /// The current attempt's endpoint stops counting it as in flight.
+    fn release_endpoint(&mut self) {
+        if let (Some(i), Some(r)) = (self.attempt.endpoint.take(), &self.route) {
+            r.endpoints.end(i);
+        }
+    }
+
     fn complete(&mut self, status: u16, error: Option<Outcome>) {
         if self.finished {
             return;
         }
         self.finished = true;
+        self.release_endpoint();
         self.permit = None;
         let status = match (status, error) {
             (0, Some(e @ Outcome::ClientAborted)) => e.status(),

@@ -80,6 +80,7 @@ pub(crate) mod concurrency;
 pub(crate) mod quota;
 pub(crate) mod ratelimit;
 pub(crate) mod retry;
+pub(crate) mod upstream;
 
 // Above the policies: the compiled set, the file compiler, the runtime, one request, the
 // engine.

@@ -61,6 +61,8 @@ pub(crate) struct Metrics {
     pub inflight: Family<RouteL, Gauge>,
     pub duration: Family<RouteL, Histogram, fn() -> Histogram>,
     pub auth: Family<ResultL, Counter>,
+    /// `weir_endpoint_healthy`, `weir_ejections_total`, `weir_upstream_panic`.
+    pub upstreams: crate::upstream::metrics::UpstreamFamilies,
     /// Counter family names (registered without `_total`), for rendering.
     counters: Vec<&'static str>,
 }
@@ -149,7 +151,9 @@ impl Metrics {
             "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
             auth.clone(),
         );
+        let upstreams = crate::upstream::metrics::UpstreamFamilies::register(&mut registry);
         Metrics {
+            upstreams,
             registry,
             requests,
             shadow,
@@ -174,6 +178,7 @@ impl Metrics {
                 "weir_breaker_transitions",
                 "weir_ratelimit_bypassed",
                 "weir_auth",
+                "weir_ejections",
             ],
         }
     }
@@ -271,7 +276,8 @@ impl Metrics {
         }
         // prometheus-client writes nothing for a family without series; docs/HTTP.md
         // wants every family's `# TYPE` line from start-up.
-        for (name, help, kind) in DESCRIPTORS {
+        let upstream = crate::upstream::metrics::DESCRIPTORS;
+        for (name, help, kind) in DESCRIPTORS.into_iter().chain(upstream) {
             if !out.contains(&format!("# TYPE {name} ")) {
                 out.push_str(&format!("# HELP {name} {help}.\n# TYPE {name} {kind}\n"));
             }
@@ -467,7 +473,7 @@ const DESCRIPTORS: [(&str, &str, &str); 13] = [
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 13] = [
+pub const FAMILIES: [&str; 16] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -481,6 +487,9 @@ pub const FAMILIES: [&str; 13] = [
     "weir_inflight",
     "weir_request_duration_seconds",
     "weir_auth_total",
+    "weir_endpoint_healthy",
+    "weir_ejections_total",
+    "weir_upstream_panic",
 ];
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub use crate::concurrency::ConcurrencyPolicy;
 use crate::dur::Dur;
 pub use crate::ratelimit::{KeyPart, Mode, OnStoreError, RateLimitPolicy, Scope};
 pub use crate::retry::{BackoffPolicy, BudgetPolicy, RetryPolicy};
+pub use crate::upstream::{Balance, OutlierPolicy};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -80,8 +81,13 @@ pub enum AccessLogTarget {
 pub struct UpstreamSettings {
     /// Name routes refer to.
     pub name: String,
-    /// Endpoints, used round robin.
+    /// Endpoints.
     pub endpoints: Vec<SocketAddr>,
+    /// `balance` (default `round_robin`).
+    pub balance: crate::upstream::Balance,
+    /// `[upstreams.outlier]`: passive ejection (`None`: nothing is ejected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier: Option<crate::upstream::OutlierPolicy>,
     /// `connect_timeout_ms` (default 1000).
     #[serde(serialize_with = "ser_dur")]
     pub connect_timeout: Duration,
@@ -249,6 +255,11 @@ impl PolicySet {
                 u.name,
                 eps.join(", "),
                 Dur(u.connect_timeout)
+            );
+            let _ = writeln!(
+                o,
+                "  {}",
+                crate::upstream::layer::describe(u.balance, u.outlier.as_ref())
             );
         }
         for i in &self.identities {

@@ -11,9 +11,10 @@ use crate::ratelimit::service::RateLimiter;
 use crate::retry::service::Retry;
 use crate::store::GlobalStore;
 use crate::text::HeaderText;
+use crate::upstream::service::UpstreamRuntime;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use weir_core::{Clock, Nanos};
 
 /// What every request of every revision shares.
@@ -47,14 +48,14 @@ impl Shared {
 pub(crate) struct RouteRuntime {
     pub policy: RoutePolicy,
     pub upstream: Arc<UpstreamSettings>,
+    /// The upstream's endpoint choice and ejection state (shared by its routes).
+    pub endpoints: Arc<UpstreamRuntime>,
     pub rate_limit: Option<RateLimiter>,
     pub concurrency: Option<Arc<Concurrency>>,
     pub breaker: Option<Arc<Breaker>>,
     pub retry: Retry,
     /// Metric handles with this route's labels, resolved once.
     pub metrics: RouteMetrics,
-    /// Round-robin position over the upstream's endpoints.
-    pub rr: AtomicUsize,
 }
 
 /// One revision of the config with its state.
@@ -62,6 +63,8 @@ pub(crate) struct Live {
     pub revision: u64,
     pub set: Arc<PolicySet>,
     pub routes: Vec<Arc<RouteRuntime>>,
+    /// The upstreams in file order.
+    pub upstreams: Vec<Arc<UpstreamRuntime>>,
     /// `x-weir-instance`, prepared once.
     pub instance: HeaderText,
 }
@@ -75,17 +78,36 @@ impl Live {
         seed: u64,
         metrics: &Metrics,
     ) -> Live {
+        let upstreams: Vec<Arc<UpstreamRuntime>> = set
+            .upstreams
+            .iter()
+            .map(|u| {
+                let prev = old.and_then(|o| o.upstreams.iter().find(|p| p.settings.name == u.name));
+                Arc::new(UpstreamRuntime::build(
+                    u.clone(),
+                    prev.map(|p| &**p),
+                    metrics,
+                ))
+            })
+            .collect();
         let routes = set
             .routes
             .iter()
             .enumerate()
             .map(|(i, p)| {
                 let prev = old.and_then(|o| o.routes.iter().find(|r| r.policy.id == p.id));
-                Arc::new(route_runtime(&set, i, p, prev.map(|r| &**r), seed, metrics))
+                let endpoints = upstreams
+                    .iter()
+                    .find(|u| u.settings.name == p.upstream)
+                    .cloned()
+                    .expect("validated: route upstream exists");
+                let rt = route_runtime(i, p, endpoints, prev.map(|r| &**r), seed, metrics);
+                Arc::new(rt)
             })
             .collect();
         Live {
             revision,
+            upstreams,
             instance: HeaderText::from(set.server.instance.clone()),
             set,
             routes,
@@ -94,17 +116,14 @@ impl Live {
 }
 
 fn route_runtime(
-    set: &PolicySet,
     i: usize,
     p: &RoutePolicy,
+    endpoints: Arc<UpstreamRuntime>,
     prev: Option<&RouteRuntime>,
     seed: u64,
     metrics: &Metrics,
 ) -> RouteRuntime {
-    let upstream = set
-        .upstream(&p.upstream)
-        .cloned()
-        .expect("validated: route upstream exists");
+    let upstream = endpoints.settings.clone();
     let total = Nanos::from(p.timeouts.total.0);
     let breaker = p.breaker.as_ref().map(|b| {
         let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -124,6 +143,6 @@ fn route_runtime(
         breaker,
         policy: p.clone(),
         upstream,
-        rr: AtomicUsize::new(prev.map_or(0, |r| r.rr.load(Ordering::Relaxed))),
+        endpoints,
     }
 }

@@ -9,6 +9,9 @@ use crate::rng::Rng;
 use crate::time::Nanos;
 use heapless::Deque;
 
+mod outlier;
+pub use outlier::{ModelEndpoint, OutlierModel};
+
 /// A semaphore as a plain counter.
 #[derive(Debug, Clone)]
 pub struct SemaphoreModel {

@@ -14,7 +14,7 @@ pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
 use crate::dur::Dur;
 use crate::policy::*;
-use crate::{auth, breaker, concurrency, ratelimit, retry};
+use crate::{auth, breaker, concurrency, ratelimit, retry, upstream};
 use raw::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,9 +90,15 @@ fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
         if ct == 0 {
             return Err(ctx.err(format!("{k}.connect_timeout_ms"), "must be at least 1"));
         }
+        let outlier = u
+            .outlier
+            .map(|o| upstream::layer::compile(&format!("{k}.outlier"), o, ctx))
+            .transpose()?;
         upstreams.push(Arc::new(UpstreamSettings {
             name: u.name,
             endpoints: eps,
+            balance: u.balance.unwrap_or_default(),
+            outlier,
             connect_timeout: Duration::from_millis(ct),
         }));
     }

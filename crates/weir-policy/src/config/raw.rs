@@ -70,6 +70,8 @@ pub(crate) struct RawUpstream {
     pub name: String,
     pub endpoints: Vec<String>,
     pub connect_timeout_ms: Option<u64>,
+    pub balance: Option<crate::upstream::Balance>,
+    pub outlier: Option<crate::upstream::layer::RawOutlier>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,7 +20,8 @@ impl Engine {
     }
 
     /// The admin API (see docs/HTTP.md): `/metrics`, `/healthz`, `/admin/config`,
-    /// `/admin/reload`, `/admin/rollback`, `/admin/breakers`, `/admin/bypass`; 405 for other methods there, 404 elsewhere.
+    /// `/admin/reload`, `/admin/rollback`, `/admin/breakers`, `/admin/bypass`,
+    /// `/admin/upstreams`; 405 for other methods there, 404 elsewhere.
     ///
     /// Without a credential: with `admin_token_env` set, only `GET /healthz` answers (use
     /// [`Engine::admin_with`] to pass the request's headers).
@@ -113,7 +114,8 @@ fn rollback(engine: &Engine, body: &[u8]) -> GatewayResponse {
 fn route(engine: &Engine, method: &str, path: &str, body: &[u8]) -> GatewayResponse {
     let path = path.split('?').next().unwrap_or(path);
     let allowed = match path {
-        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/bypass" => "GET",
+        "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/bypass"
+        | "/admin/upstreams" => "GET",
         "/admin/reload" | "/admin/rollback" => "POST",
         _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
     };
@@ -176,6 +178,11 @@ fn route(engine: &Engine, method: &str, path: &str, body: &[u8]) -> GatewayRespo
         "/admin/rollback" => {
             drop(live);
             rollback(engine, body)
+        }
+        "/admin/upstreams" => {
+            let now = engine.now();
+            let list: Vec<serde_json::Value> = live.upstreams.iter().map(|u| u.json(now)).collect();
+            GatewayResponse::json(200, &json!({"revision": live.revision, "upstreams": list}))
         }
         _ => {
             drop(live);

@@ -243,6 +243,7 @@ impl Engine {
             instance: HeaderText::from(set.server.instance.clone()),
             set: Arc::new(set),
             routes: cur.routes.clone(),
+            upstreams: cur.upstreams.clone(),
         }));
         Ok(self)
     }
@@ -341,6 +342,9 @@ impl Engine {
                     .bypass_active
                     .set(i64::from(b.active(now, d.nanos())));
             }
+        }
+        for u in &live.upstreams {
+            u.observe(now);
         }
         self.inner.shared.metrics.render()
     }

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: weir_fuzz::outlier::Input| weir_fuzz::outlier::check(input));
