@@ -65,6 +65,7 @@ pub mod keyed;
 pub mod leaky_bucket;
 pub mod limit;
 pub mod limiter;
+pub mod quota;
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;
@@ -89,6 +90,7 @@ pub use keyed::{KeyedDecision, KeyedLimiter, KeyedShared, KeyedTokenBuckets, Slo
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limit::{Limit, LimitKind, MAX_SLIDING_LOG_LEN, MAX_SLIDING_LOG_LIMIT, SlidingLogLimit};
 pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter, WordStep};
+pub use quota::{Period, PeriodId, QuotaCount, QuotaDecision};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};

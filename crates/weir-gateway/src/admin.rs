@@ -65,18 +65,19 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
             }
         }
     };
-    // Drain a small body (e.g. `curl -X POST -d ...`) so the client sees a clean close.
+    // Read a small body (`POST /admin/quota/adjust` is JSON; `curl -X POST -d ...` must
+    // see a clean close either way).
+    let mut body = buf[len..].to_vec();
     if let http::BodyFraming::ContentLength(n) = head.framing() {
-        let mut left = n
-            .min(MAX_ADMIN_BODY)
-            .saturating_sub((buf.len() - len) as u64);
-        while left > 0 {
+        let want = n.min(MAX_ADMIN_BODY) as usize;
+        while body.len() < want {
             let k = s.read(&mut chunk)?;
             if k == 0 {
                 break;
             }
-            left = left.saturating_sub(k as u64);
+            body.extend_from_slice(&chunk[..k]);
         }
+        body.truncate(want);
     }
     // Only the credential is handed over (admin_token_env); it is never logged.
     let auth: Vec<(String, String)> = head
@@ -90,7 +91,7 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
         })
         .into_iter()
         .collect();
-    let resp = engine.admin_with(head.method(), head.path(), &auth);
+    let resp = engine.admin_request(head.method(), head.target(), &auth, &body);
     // The engine re-attaches its store on reload itself; it only reports what it did.
     for n in engine.take_notices() {
         eprintln!("weir-gateway: {n}");

@@ -24,7 +24,12 @@ impl AdminApp {
 #[async_trait]
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        while let Ok(Some(_)) = session.read_request_body().await {}
+        let mut body = Vec::new();
+        while let Ok(Some(b)) = session.read_request_body().await {
+            if body.len() < 1 << 20 {
+                body.extend_from_slice(&b);
+            }
+        }
         let (method, path, auth) = {
             let req = session.req_header();
             // Only the credential is handed over (admin_token_env); it is never logged.
@@ -41,14 +46,16 @@ impl ServeHttp for AdminApp {
                 .collect();
             (
                 req.method.as_str().to_owned(),
-                req.uri.path().to_owned(),
+                req.uri
+                    .path_and_query()
+                    .map_or_else(|| req.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
                 auth,
             )
         };
         let engine = self.engine.clone();
         // Reload reads and compiles a file: keep it off the event loop.
         let resp = tokio::task::spawn_blocking(move || {
-            let resp = engine.admin_with(&method, &path, &auth);
+            let resp = engine.admin_request(&method, &path, &auth, &body);
             // The engine re-attaches its store on reload itself; it only reports what it did.
             for n in engine.take_notices() {
                 eprintln!("weir-pingora: {n}");

@@ -60,6 +60,9 @@ pub(crate) struct Metrics {
     pub inflight: Family<RouteL, Gauge>,
     pub duration: Family<RouteL, Histogram, fn() -> Histogram>,
     pub auth: Family<ResultL, Counter>,
+    pub quota_consumed: Family<RouteL, Counter>,
+    pub quota_exhausted: Family<RouteL, Counter>,
+    pub quota_duplicates: Family<RouteL, Counter>,
     /// Counter family names (registered without `_total`), for rendering.
     counters: Vec<&'static str>,
 }
@@ -86,6 +89,16 @@ impl Metrics {
         let duration =
             Family::<RouteL, Histogram, fn() -> Histogram>::new_with_constructor(new_histogram);
         let auth = Family::<ResultL, Counter>::default();
+        let quota_consumed = Family::<RouteL, Counter>::default();
+        let quota_exhausted = Family::<RouteL, Counter>::default();
+        let quota_duplicates = Family::<RouteL, Counter>::default();
+        for (name, help, fam) in [
+            (QUOTA[0].0, QUOTA[0].1, &quota_consumed),
+            (QUOTA[1].0, QUOTA[1].1, &quota_exhausted),
+            (QUOTA[2].0, QUOTA[2].1, &quota_duplicates),
+        ] {
+            registry.register(name.trim_end_matches("_total"), help, fam.clone());
+        }
         registry.register(
             "weir_requests",
             "Requests by route and outcome (proxied, fallback or a reason)",
@@ -156,7 +169,13 @@ impl Metrics {
             inflight,
             duration,
             auth,
+            quota_consumed,
+            quota_exhausted,
+            quota_duplicates,
             counters: vec![
+                "weir_quota_consumed",
+                "weir_quota_exhausted",
+                "weir_quota_duplicates",
                 "weir_requests",
                 "weir_shadow_rejections",
                 "weir_upstream_attempts",
@@ -186,6 +205,9 @@ impl Metrics {
         let _ = self.overflow.get_or_create(&r);
         let _ = self.budget_exhausted.get_or_create(&r);
         let _ = self.bypassed.get_or_create(&r);
+        let _ = self.quota_consumed.get_or_create(&r);
+        let _ = self.quota_exhausted.get_or_create(&r);
+        let _ = self.quota_duplicates.get_or_create(&r);
         let _ = self.inflight.get_or_create(&r);
         let _ = self.duration.get_or_create(&r);
         if has_breaker {
@@ -210,6 +232,9 @@ impl Metrics {
             overflow: self.overflow.get_or_create(&r).clone(),
             budget_exhausted: self.budget_exhausted.get_or_create(&r).clone(),
             bypassed: self.bypassed.get_or_create(&r).clone(),
+            quota_consumed: self.quota_consumed.get_or_create(&r).clone(),
+            quota_exhausted: self.quota_exhausted.get_or_create(&r).clone(),
+            quota_duplicates: self.quota_duplicates.get_or_create(&r).clone(),
             inflight: self.inflight.get_or_create(&r).clone(),
             duration: self.duration.get_or_create(&r).clone(),
             breaker_state: has_breaker.then(|| self.breaker_state.get_or_create(&r).clone()),
@@ -301,6 +326,9 @@ pub(crate) struct RouteMetrics {
     pub overflow: Counter,
     pub budget_exhausted: Counter,
     pub bypassed: Counter,
+    pub quota_consumed: Counter,
+    pub quota_exhausted: Counter,
+    pub quota_duplicates: Counter,
     pub inflight: Gauge,
     pub duration: Histogram,
     pub breaker_state: Option<Gauge>,
@@ -390,7 +418,23 @@ impl RouteMetrics {
     }
 }
 
-const DESCRIPTORS: [(&str, &str, &str); 12] = [
+/// The quota families: name and help.
+const QUOTA: [(&str, &str); 3] = [
+    (
+        "weir_quota_consumed_total",
+        "Quota units consumed (committed consume events)",
+    ),
+    (
+        "weir_quota_exhausted_total",
+        "Requests refused because their quota was exhausted",
+    ),
+    (
+        "weir_quota_duplicates_total",
+        "Requests that repeated an event id already consumed this period",
+    ),
+];
+
+const DESCRIPTORS: [(&str, &str, &str); 15] = [
     (
         "weir_requests_total",
         "Requests by route and outcome (proxied, fallback or a reason)",
@@ -447,10 +491,13 @@ const DESCRIPTORS: [(&str, &str, &str); 12] = [
         "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
         "counter",
     ),
+    (QUOTA[0].0, QUOTA[0].1, "counter"),
+    (QUOTA[1].0, QUOTA[1].1, "counter"),
+    (QUOTA[2].0, QUOTA[2].1, "counter"),
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 12] = [
+pub const FAMILIES: [&str; 15] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -463,6 +510,9 @@ pub const FAMILIES: [&str; 12] = [
     "weir_inflight",
     "weir_request_duration_seconds",
     "weir_auth_total",
+    QUOTA[0].0,
+    QUOTA[1].0,
+    QUOTA[2].0,
 ];
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use crate::breaker::service::Breaker;
 use crate::concurrency::service::Concurrency;
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::policy::{PolicySet, RoutePolicy, UpstreamSettings};
+use crate::quota::ledger::RouteLedger;
+use crate::quota::service::Ledgers;
 use crate::ratelimit::service::RateLimiter;
 use crate::retry::service::Retry;
 use crate::store::GlobalStore;
@@ -48,6 +50,8 @@ pub(crate) struct RouteRuntime {
     pub policy: RoutePolicy,
     pub upstream: Arc<UpstreamSettings>,
     pub rate_limit: Option<RateLimiter>,
+    /// The quota's ledger (`[routes.quota]`).
+    pub quota: Option<Arc<RouteLedger>>,
     pub concurrency: Option<Arc<Concurrency>>,
     pub breaker: Option<Arc<Breaker>>,
     pub retry: Retry,
@@ -64,6 +68,8 @@ pub(crate) struct Live {
     pub routes: Vec<Arc<RouteRuntime>>,
     /// `x-weir-instance`, prepared once.
     pub instance: HeaderText,
+    /// The quota ledgers of this revision's routes (by route id).
+    pub ledgers: Ledgers,
 }
 
 impl Live {
@@ -74,6 +80,7 @@ impl Live {
         old: Option<&Live>,
         seed: u64,
         metrics: &Metrics,
+        ledgers: Ledgers,
     ) -> Live {
         let routes = set
             .routes
@@ -81,7 +88,9 @@ impl Live {
             .enumerate()
             .map(|(i, p)| {
                 let prev = old.and_then(|o| o.routes.iter().find(|r| r.policy.id == p.id));
-                Arc::new(route_runtime(&set, i, p, prev.map(|r| &**r), seed, metrics))
+                let mut rt = route_runtime(&set, i, p, prev.map(|r| &**r), seed, metrics);
+                rt.quota = ledgers.get(&p.id).cloned();
+                Arc::new(rt)
             })
             .collect();
         Live {
@@ -89,6 +98,7 @@ impl Live {
             instance: HeaderText::from(set.server.instance.clone()),
             set,
             routes,
+            ledgers,
         }
     }
 }
@@ -115,6 +125,7 @@ fn route_runtime(
             .rate_limit
             .as_ref()
             .map(|rl| RateLimiter::build(rl, &p.id, prev.and_then(|r| r.rate_limit.as_ref()))),
+        quota: None,
         concurrency: p
             .concurrency
             .as_ref()
