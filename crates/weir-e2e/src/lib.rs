@@ -17,6 +17,7 @@ pub mod client;
 pub mod harness;
 pub mod redis;
 pub mod scenarios;
+pub mod scenarios_quota;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -70,6 +71,9 @@ macro_rules! suite {
             auth_limits_by_verified_consumer_and_failures_consume_nothing,
             admin_token_required_read_only_and_sighup_reload,
             non_loopback_admin_without_token_refused,
+            quota_exhausted_duplicates_free_adjust_raises,
+            quota_later_gate_rejection_free_retries_once_reload_keeps,
+            quota_survives_kill_9_under_load,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -18,7 +18,7 @@ use crate::upstreams::RawUpstream;
 
 static KEYS: AtomicUsize = AtomicUsize::new(0);
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!(
         "{prefix}-{}-{}",
         std::process::id(),
@@ -43,7 +43,7 @@ pub fn config_with(upstreams: &[(&str, SocketAddr)], routes: &str, server: &str)
     s
 }
 
-fn demo(name: &str) -> DemoUpstream {
+pub(crate) fn demo(name: &str) -> DemoUpstream {
     DemoUpstream::start(name, "127.0.0.1:0").expect("demo upstream")
 }
 
@@ -54,13 +54,13 @@ fn with_demo(bin: &Path, name: &str, routes: &str) -> (DemoUpstream, Gateway) {
     (up, gw)
 }
 
-fn route(id: &str, prefix: &str, upstream: &str) -> String {
+pub(crate) fn route(id: &str, prefix: &str, upstream: &str) -> String {
     format!(
         "[[routes]]\nid = \"{id}\"\nmatch = {{ path_prefix = \"{prefix}\" }}\nupstream = \"{upstream}\"\n\n"
     )
 }
 
-fn assert_gateway_made(r: &client::Resp, status: u16, reason: &str) {
+pub(crate) fn assert_gateway_made(r: &client::Resp, status: u16, reason: &str) {
     assert_eq!(r.status, status, "status; response {r:?}");
     assert_eq!(r.reason(), reason, "x-weir-reason; response {r:?}");
     assert!(
@@ -636,7 +636,7 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 /// (the caller's assertions then say what differs). Requests are counted when they are
 /// complete — in Pingora's logging phase, after the response went out — so a scrape right
 /// after a response may precede its count.
-fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
+pub(crate) fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
     let until = Instant::now() + Duration::from_secs(3);
     loop {
         let text = gw.admin("GET", "/metrics").text();
@@ -663,7 +663,7 @@ fn wait_for_log(read: impl Fn() -> String, needle: &str) -> String {
     }
 }
 
-fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> String {
+pub(crate) fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> String {
     format!(
         "[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = {rate}\nper = \"{per}\"\nburst = {burst}\nkey = [\"route\"]\n{extra}\n"
     )
@@ -1877,3 +1877,5 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+pub use crate::scenarios_quota::*;
