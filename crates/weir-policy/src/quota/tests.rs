@@ -275,3 +275,27 @@ proptest! {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn the_fuzz_corpus_seeds_recover() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/corpus/quota_ledger"
+    );
+    let valid = std::fs::read(format!("{dir}/seed-valid")).unwrap();
+    let s = scan(&valid).unwrap();
+    assert_eq!((s.events.len(), s.torn), (3, None));
+    let torn = std::fs::read(format!("{dir}/seed-torn")).unwrap();
+    let s = scan(&torn).unwrap();
+    assert_eq!(s.events.len(), 2);
+    assert!(s.torn.is_some());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    /// The fuzz target's checks on random bytes (the fuzzer explores further).
+    #[test]
+    fn the_fuzz_entry_holds(data in proptest::collection::vec(any::<u8>(), 0..64)) {
+        crate::fuzz_ledger(&data);
+    }
+}
