@@ -143,11 +143,15 @@ pub fn main<X: Args>(
 /// `SIGHUP` reloads the config like `POST /admin/reload` (nginx's `-s reload` habit), on a
 /// thread of its own; the outcome goes to stderr as `BIN: SIGHUP: reloaded, revision N` or
 /// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
-/// engine has its store.
+/// engine has its store; the engine's start-up notices are printed first.
 ///
 /// # Errors
 /// The handler cannot be installed.
 pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String> {
+    // What start-up had to say (e.g. a torn quota-ledger record dropped).
+    for n in engine.take_notices() {
+        eprintln!("{bin}: {n}");
+    }
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
         .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
     std::thread::Builder::new()

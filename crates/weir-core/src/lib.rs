@@ -71,6 +71,7 @@ pub mod leaky_bucket;
 pub mod limit;
 pub mod limiter;
 pub mod outlier;
+pub mod quota;
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;
@@ -98,6 +99,7 @@ pub use limiter::{Algorithm, Limiter, RateLimiter, SharedRateLimiter, WordStep};
 pub use outlier::{
     AttemptKind, Choice, EjectReason, Ejection, EndpointState, OutlierConfig, Pick, SharedOutlier,
 };
+pub use quota::{Period, PeriodId, QuotaCount, QuotaDecision};
 pub use retry_budget::{RetryBudget, RetryBudgetConfig, SharedRetryBudget};
 pub use rng::{Rng, SplitMix64};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};

@@ -22,6 +22,7 @@ pub mod scenarios_cluster;
 pub mod scenarios_sim;
 pub mod scenarios_headers;
 pub mod scenarios_outlier;
+pub mod scenarios_quota;
 pub mod upstreams;
 
 pub use client::{Client, Resp};
@@ -85,6 +86,9 @@ macro_rules! suite {
             outlier_two_of_three_failing_at_half_ejects_one,
             outlier_dead_port_ejected_on_connect_failures,
             outlier_panic_sends_traffic_to_all,
+            quota_exhausted_duplicates_free_adjust_raises,
+            quota_later_gate_rejection_free_retries_once_reload_keeps,
+            quota_survives_kill_9_under_load,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -18,7 +18,7 @@ use crate::upstreams::RawUpstream;
 
 static KEYS: AtomicUsize = AtomicUsize::new(0);
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!(
         "{prefix}-{}-{}",
         std::process::id(),
@@ -1891,3 +1891,4 @@ pub use crate::scenarios_cluster::*;
 pub use crate::scenarios_sim::*;
 pub use crate::scenarios_headers::*;
 pub use crate::scenarios_outlier::*;
+pub use crate::scenarios_quota::*;

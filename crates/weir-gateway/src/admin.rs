@@ -65,8 +65,8 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
             }
         }
     };
-    // Read a small body (`POST /admin/rollback` carries `{"revision": N}`; anything else is
-    // drained so the client sees a clean close).
+    // Read a small body (`POST /admin/rollback` carries `{"revision": N}`, `POST
+    // /admin/quota/adjust` JSON; anything else is drained so the client sees a clean close).
     let mut body = buf[len..].to_vec();
     if let http::BodyFraming::ContentLength(n) = head.framing() {
         let want = n.min(MAX_ADMIN_BODY) as usize;
@@ -93,7 +93,7 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
         })
         .into_iter()
         .collect();
-    let resp = engine.admin_request(head.method(), head.path(), &auth, &body);
+    let resp = engine.admin_request(head.method(), head.target(), &auth, &body);
     // The engine re-attaches its store on reload itself; it only reports what it did.
     for n in engine.take_notices() {
         eprintln!("weir-gateway: {n}");

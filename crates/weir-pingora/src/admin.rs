@@ -27,7 +27,7 @@ impl AdminApp {
 #[async_trait]
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        // `POST /admin/rollback` carries `{"revision": N}`; other bodies are only drained.
+        // `POST /admin/rollback` and `POST /admin/quota/adjust` read JSON; other bodies are only drained.
         let mut body = Vec::new();
         while let Ok(Some(b)) = session.read_request_body().await {
             if body.len() < MAX_ADMIN_BODY {
@@ -50,7 +50,9 @@ impl ServeHttp for AdminApp {
                 .collect();
             (
                 req.method.as_str().to_owned(),
-                req.uri.path().to_owned(),
+                req.uri
+                    .path_and_query()
+                    .map_or_else(|| req.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
                 auth,
             )
         };

@@ -13,7 +13,7 @@
 //! foldhash, whose documentation rules out long-running programs an attacker can observe
 //! (exactly a gateway), and over SipHash-1-3 for speed (see docs/BENCHMARKS.md, keyed).
 
-use crate::policy::{KeyPart, RateLimitPolicy};
+use crate::policy::{KeyPart, QuotaPolicy, RateLimitPolicy};
 use core::hash::Hasher;
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::net::IpAddr;
@@ -97,6 +97,59 @@ impl Descriptor {
     }
 }
 
+/// What a keyed policy says about its descriptor: the parts, whether a missing part is an
+/// error, and the longest part (the rate limit's and the quota's keys are built alike).
+pub(crate) trait KeyRules {
+    /// The descriptor parts, in order.
+    fn parts(&self) -> &[KeyPart];
+    /// A missing or empty part is [`DescriptorError::Empty`] (else it counts as "").
+    fn deny_empty_key(&self) -> bool;
+    /// A longer part is [`DescriptorError::TooLong`].
+    fn max_key_bytes(&self) -> u64;
+}
+
+impl KeyRules for RateLimitPolicy {
+    fn parts(&self) -> &[KeyPart] {
+        &self.key
+    }
+    fn deny_empty_key(&self) -> bool {
+        self.deny_empty_key
+    }
+    fn max_key_bytes(&self) -> u64 {
+        self.max_key_bytes
+    }
+}
+
+impl KeyRules for QuotaPolicy {
+    fn parts(&self) -> &[KeyPart] {
+        &self.key
+    }
+    fn deny_empty_key(&self) -> bool {
+        true
+    }
+    fn max_key_bytes(&self) -> u64 {
+        crate::quota::layer::MAX_KEY_BYTES
+    }
+}
+
+fn digest_hasher(route: &str) -> SipHasher24 {
+    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+    dh.write(route.as_bytes());
+    dh.write_u8(0xff);
+    dh
+}
+
+/// The digest of a key given as its parts' raw values (the admin API's `key=A|B`): the
+/// same bytes [`build`] hashes for a request with those values.
+pub(crate) fn digest_of_parts<'a>(route: &str, parts: impl Iterator<Item = &'a [u8]>) -> u128 {
+    let mut dh = digest_hasher(route);
+    for value in parts {
+        dh.write(&(value.len() as u32).to_le_bytes());
+        dh.write(value);
+    }
+    dh.finish128().as_u128()
+}
+
 /// Builds the descriptor for `rl` (the route id is part of every key's namespace).
 ///
 /// Both hashes see the route, `0xff`, then each part as its length (`u32`, little endian)
@@ -104,16 +157,14 @@ impl Descriptor {
 /// are fed to the (streaming) hashers as they are found, which hashes the same bytes as
 /// one write of the concatenation, without building it.
 pub(crate) fn build(
-    rl: &RateLimitPolicy,
+    rl: &(impl KeyRules + ?Sized),
     route: &str,
     method: &str,
     headers: &dyn Headers,
     client_ip: Option<IpAddr>,
     table_key: (u64, u64),
 ) -> Result<Descriptor, DescriptorError> {
-    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
-    dh.write(route.as_bytes());
-    dh.write_u8(0xff);
+    let mut dh = digest_hasher(route);
     for_each_part(rl, route, method, headers, client_ip, |value| {
         let len = (value.len() as u32).to_le_bytes();
         dh.write(&len);
@@ -142,7 +193,7 @@ pub(crate) fn table_hash(digest: u128, key: (u64, u64)) -> u64 {
 /// Calls `f` with each key part's value, in order, or fails as the key is invalid (an
 /// empty part under `deny_empty_key`, a part longer than `max_key_bytes`).
 fn for_each_part(
-    rl: &RateLimitPolicy,
+    rl: &(impl KeyRules + ?Sized),
     route: &str,
     method: &str,
     headers: &dyn Headers,
@@ -150,7 +201,7 @@ fn for_each_part(
     mut f: impl FnMut(&[u8]),
 ) -> Result<(), DescriptorError> {
     let mut ip_text = String::new();
-    for part in &rl.key {
+    for part in rl.parts() {
         let value: Option<&[u8]> = match part {
             KeyPart::Route => Some(route.as_bytes()),
             KeyPart::Method => Some(method.as_bytes()),
@@ -164,10 +215,10 @@ fn for_each_part(
         };
         let value = match value {
             Some(v) if !v.is_empty() => v,
-            _ if rl.deny_empty_key => return Err(DescriptorError::Empty),
+            _ if rl.deny_empty_key() => return Err(DescriptorError::Empty),
             _ => b"",
         };
-        if value.len() as u64 > rl.max_key_bytes {
+        if value.len() as u64 > rl.max_key_bytes() {
             return Err(DescriptorError::TooLong);
         }
         f(value);

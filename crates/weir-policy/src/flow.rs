@@ -16,6 +16,8 @@ use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
 use crate::dur::secs_ceil;
 use crate::outcome::Outcome;
 use crate::policy::{Mode, UpstreamSettings};
+use crate::quota::ledger::Writer;
+use crate::quota::service::{Ask, Held};
 use crate::ratelimit::service::{Checked, Store};
 use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
 use crate::retry::service::RetryState;
@@ -99,6 +101,17 @@ struct RateState {
     headers: Vec<(&'static str, HeaderText)>,
 }
 
+/// The quota step's part of a request.
+#[derive(Default)]
+struct QuotaState {
+    /// Key, cost and event id, read in `begin`.
+    ask: Option<Ask>,
+    /// The reservation until the request is settled.
+    held: Option<Held>,
+    /// The `"ROUTE.quota"` items, merged into the RateLimit fields after the rate limit.
+    headers: Vec<(&'static str, HeaderText)>,
+}
+
 /// The auth step's part of a request.
 #[derive(Default)]
 struct AuthState {
@@ -158,6 +171,7 @@ pub struct Flow {
     early: Option<Outcome>,
     auth: AuthState,
     rate: RateState,
+    quota: QuotaState,
     permit: Option<Permit>,
     ticket: Option<Ticket>,
     /// `None` without a route.
@@ -214,6 +228,7 @@ impl Flow {
             early: None,
             auth: AuthState::default(),
             rate: RateState::default(),
+            quota: QuotaState::default(),
             permit: None,
             ticket: None,
             retry: None,
@@ -267,6 +282,30 @@ impl Flow {
             headers: req.headers,
             verified: f.auth.verified.as_deref(),
         };
+        if let Some(q) = &p.quota {
+            let built = descriptor::build(
+                q,
+                &p.id,
+                req.method,
+                &with_identity,
+                req.client_ip,
+                f.shared.table_key,
+            );
+            let asked = match built {
+                Ok(d) => crate::quota::service::ask(q, d.digest, req.headers)
+                    .map_err(|_| Outcome::BadRequest),
+                Err(DescriptorError::Empty) => Err(Outcome::EmptyKey),
+                Err(DescriptorError::TooLong) => Err(Outcome::KeyTooLong),
+            };
+            match asked {
+                Ok(a) => f.quota.ask = Some(a),
+                Err(o) => {
+                    f.early = Some(o);
+                    f.route = Some(route);
+                    return f;
+                }
+            }
+        }
         if let Some(rl) = &p.rate_limit {
             match descriptor::build(
                 rl,
@@ -400,11 +439,14 @@ impl Flow {
             return Admission::Respond(self.reject_with(Outcome::NoRoute, &[]));
         };
         let steps = async {
+            self.quota_gate(&route)?;
             self.rate_limit(&route, timer).await?;
             self.concurrency(&route, timer).await?;
             self.breaker(&route)
         };
         if let Err(resp) = steps.await {
+            // A later gate rejected: the quota reservation goes back.
+            self.settle_quota(false);
             return Admission::Respond(resp);
         }
         route.retry.deposit(self.now());
@@ -413,7 +455,72 @@ impl Flow {
         Admission::Proceed
     }
 
-    /// Step 1: the rate limit (local or global).
+    /// Step 1: the quota gate — reserve this request's cost (settled by
+    /// [`Flow::settle_quota`]), pass a repeated event id, or 429 `quota_exhausted`.
+    fn quota_gate(&mut self, route: &RouteRuntime) -> Result<(), GatewayResponse> {
+        let (Some(q), Some(ledger), Some(ask)) =
+            (&route.policy.quota, &route.quota, &self.quota.ask)
+        else {
+            return Ok(());
+        };
+        let gate = crate::quota::service::gate(
+            q,
+            ledger,
+            &route.policy.id,
+            ask,
+            unix_now(),
+            &route.metrics,
+        );
+        let gate = match gate {
+            Ok(g) => g,
+            // The ledger's period file cannot be opened: fail closed.
+            Err(_) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, &[])),
+        };
+        self.quota.held = gate.held;
+        self.quota.headers = gate.headers;
+        match gate.exhausted {
+            None => Ok(()),
+            Some(t) => {
+                self.merge_quota_headers();
+                let mut r = self.reject_with(Outcome::QuotaExhausted, &[("retry_after", t.into())]);
+                r.headers.push(("retry-after", t.to_string()));
+                Err(r)
+            }
+        }
+    }
+
+    /// The quota's RateLimit items join the rate limit's fields as their second item (or
+    /// are the only one).
+    fn merge_quota_headers(&mut self) {
+        for (name, item) in core::mem::take(&mut self.quota.headers) {
+            match self.rate.headers.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, v)) => *v = HeaderText::from(format!("{v}, {item}")),
+                None => self.rate.headers.push((name, item)),
+            }
+        }
+    }
+
+    /// Settles the quota reservation once: consumed when the request was admitted by every
+    /// gate (`consume`), unless the breaker refused it or the fallback served it.
+    fn settle_quota(&mut self, consume: bool) {
+        let Some(held) = self.quota.held.take() else {
+            return;
+        };
+        let Some(route) = self.route.clone() else {
+            return;
+        };
+        let consume =
+            consume && !matches!(self.outcome, Some(Outcome::Fallback | Outcome::CircuitOpen));
+        let w = Writer {
+            revision: self.live.revision,
+            instance: &self.live.set.server.instance,
+            unix: unix_now(),
+        };
+        // A ledger write error leaves the unit counted in memory; the request goes on.
+        let _ = held.settle(consume, w, &route.metrics);
+    }
+
+    /// Step 2: the rate limit (local or global).
     async fn rate_limit<T: Timer>(
         &mut self,
         route: &RouteRuntime,
@@ -424,6 +531,7 @@ impl Flow {
             &route.rate_limit,
             self.rate.descriptor,
         ) else {
+            self.merge_quota_headers();
             return Ok(());
         };
         let store = Store {
@@ -457,6 +565,7 @@ impl Flow {
         self.rate.remaining = c.remaining.or(self.rate.remaining);
         self.rate.bypassed |= c.bypassed;
         self.rate.headers.extend(c.headers);
+        self.merge_quota_headers();
         if self.rate.shadow.is_none() {
             self.rate.shadow = c.shadow;
         }
@@ -471,7 +580,7 @@ impl Flow {
         }
     }
 
-    /// Step 2: a concurrency permit (perhaps after queueing).
+    /// Step 3: a concurrency permit (perhaps after queueing).
     async fn concurrency<T: Timer>(
         &mut self,
         route: &RouteRuntime,
@@ -492,7 +601,7 @@ impl Flow {
         }
     }
 
-    /// Step 3 (and before every retry): a breaker ticket. An open breaker releases the
+    /// Step 4 (and before every retry): a breaker ticket. An open breaker releases the
     /// permit and answers with the fallback or `circuit_open`.
     fn breaker(&mut self, route: &RouteRuntime) -> Result<(), GatewayResponse> {
         let Some(b) = &route.breaker else {
@@ -642,6 +751,8 @@ impl Flow {
                     ]);
                 }
                 headers.extend(self.rate.headers.iter().cloned());
+                // Consumed (and with sync = "always" on disk) before the response goes out.
+                self.settle_quota(true);
                 return Next::Forward { headers };
             }
             AttemptResult::ConnectFailure | AttemptResult::Reset | AttemptResult::ProtocolError => {
@@ -706,6 +817,9 @@ impl Flow {
         self.finished = true;
         self.release_endpoint();
         self.permit = None;
+        // Admitted by every gate and not settled yet (an error response, a client that
+        // went away): consumed, unless the breaker or the fallback answered.
+        self.settle_quota(true);
         let status = match (status, error) {
             (0, Some(e @ Outcome::ClientAborted)) => e.status(),
             _ => status,

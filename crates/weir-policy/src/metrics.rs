@@ -63,6 +63,9 @@ pub(crate) struct Metrics {
     pub auth: Family<ResultL, Counter>,
     /// `weir_endpoint_healthy`, `weir_ejections_total`, `weir_upstream_panic`.
     pub upstreams: crate::upstream::metrics::UpstreamFamilies,
+    pub quota_consumed: Family<RouteL, Counter>,
+    pub quota_exhausted: Family<RouteL, Counter>,
+    pub quota_duplicates: Family<RouteL, Counter>,
     /// Counter family names (registered without `_total`), for rendering.
     counters: Vec<&'static str>,
 }
@@ -90,6 +93,16 @@ impl Metrics {
         let duration =
             Family::<RouteL, Histogram, fn() -> Histogram>::new_with_constructor(new_histogram);
         let auth = Family::<ResultL, Counter>::default();
+        let quota_consumed = Family::<RouteL, Counter>::default();
+        let quota_exhausted = Family::<RouteL, Counter>::default();
+        let quota_duplicates = Family::<RouteL, Counter>::default();
+        for (name, help, fam) in [
+            (QUOTA[0].0, QUOTA[0].1, &quota_consumed),
+            (QUOTA[1].0, QUOTA[1].1, &quota_exhausted),
+            (QUOTA[2].0, QUOTA[2].1, &quota_duplicates),
+        ] {
+            registry.register(name.trim_end_matches("_total"), help, fam.clone());
+        }
         registry.register(
             "weir_requests",
             "Requests by route and outcome (proxied, fallback or a reason)",
@@ -168,7 +181,13 @@ impl Metrics {
             inflight,
             duration,
             auth,
+            quota_consumed,
+            quota_exhausted,
+            quota_duplicates,
             counters: vec![
+                "weir_quota_consumed",
+                "weir_quota_exhausted",
+                "weir_quota_duplicates",
                 "weir_requests",
                 "weir_shadow_rejections",
                 "weir_upstream_attempts",
@@ -200,6 +219,9 @@ impl Metrics {
         let _ = self.budget_exhausted.get_or_create(&r);
         let _ = self.bypassed.get_or_create(&r);
         let _ = self.bypass_active.get_or_create(&r);
+        let _ = self.quota_consumed.get_or_create(&r);
+        let _ = self.quota_exhausted.get_or_create(&r);
+        let _ = self.quota_duplicates.get_or_create(&r);
         let _ = self.inflight.get_or_create(&r);
         let _ = self.duration.get_or_create(&r);
         if has_breaker {
@@ -225,6 +247,9 @@ impl Metrics {
             budget_exhausted: self.budget_exhausted.get_or_create(&r).clone(),
             bypassed: self.bypassed.get_or_create(&r).clone(),
             bypass_active: self.bypass_active.get_or_create(&r).clone(),
+            quota_consumed: self.quota_consumed.get_or_create(&r).clone(),
+            quota_exhausted: self.quota_exhausted.get_or_create(&r).clone(),
+            quota_duplicates: self.quota_duplicates.get_or_create(&r).clone(),
             inflight: self.inflight.get_or_create(&r).clone(),
             duration: self.duration.get_or_create(&r).clone(),
             breaker_state: has_breaker.then(|| self.breaker_state.get_or_create(&r).clone()),
@@ -319,6 +344,9 @@ pub(crate) struct RouteMetrics {
     pub bypassed: Counter,
     /// 1 while some of the route's keys are passed as bypassed (set when rendered).
     pub bypass_active: Gauge,
+    pub quota_consumed: Counter,
+    pub quota_exhausted: Counter,
+    pub quota_duplicates: Counter,
     pub inflight: Gauge,
     pub duration: Histogram,
     pub breaker_state: Option<Gauge>,
@@ -412,7 +440,23 @@ impl RouteMetrics {
 const BYPASS_ACTIVE_HELP: &str =
     "1 while some of the route's keys are passed as bypassed (store outage within allow_for)";
 
-const DESCRIPTORS: [(&str, &str, &str); 13] = [
+/// The quota families: name and help.
+const QUOTA: [(&str, &str); 3] = [
+    (
+        "weir_quota_consumed_total",
+        "Quota units consumed (committed consume events)",
+    ),
+    (
+        "weir_quota_exhausted_total",
+        "Requests refused because their quota was exhausted",
+    ),
+    (
+        "weir_quota_duplicates_total",
+        "Requests that repeated an event id already consumed this period",
+    ),
+];
+
+const DESCRIPTORS: [(&str, &str, &str); 16] = [
     (
         "weir_requests_total",
         "Requests by route and outcome (proxied, fallback or a reason)",
@@ -470,10 +514,13 @@ const DESCRIPTORS: [(&str, &str, &str); 13] = [
         "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
         "counter",
     ),
+    (QUOTA[0].0, QUOTA[0].1, "counter"),
+    (QUOTA[1].0, QUOTA[1].1, "counter"),
+    (QUOTA[2].0, QUOTA[2].1, "counter"),
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 16] = [
+pub const FAMILIES: [&str; 19] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -490,6 +537,9 @@ pub const FAMILIES: [&str; 16] = [
     "weir_endpoint_healthy",
     "weir_ejections_total",
     "weir_upstream_panic",
+    QUOTA[0].0,
+    QUOTA[1].0,
+    QUOTA[2].0,
 ];
 
 #[cfg(test)]

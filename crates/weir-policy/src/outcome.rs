@@ -44,6 +44,8 @@ outcomes! {
     Aborted = ("aborted", 499),
     /// 429: the rate limit is exceeded.
     RateLimited = ("rate_limited", 429),
+    /// 429: the route's quota for this key is used up until the next period.
+    QuotaExhausted = ("quota_exhausted", 429),
     /// 401: the route needs a credential and the request has none.
     Unauthenticated = ("unauthenticated", 401),
     /// 401: the bearer token is not valid (signature, algorithm, issuer, audience, time, `kid`, form).

@@ -5,6 +5,7 @@ pub use crate::auth::{AuthPolicy, IdentityKind, IdentityPolicy};
 pub use crate::breaker::BreakerPolicy;
 pub use crate::concurrency::ConcurrencyPolicy;
 use crate::dur::Dur;
+pub use crate::quota::{Cost, QuotaPolicy, QuotaSettings, SyncPolicy};
 pub use crate::ratelimit::{KeyPart, Mode, OnStoreError, RateLimitPolicy, Scope};
 pub use crate::retry::{BackoffPolicy, BudgetPolicy, RetryPolicy};
 pub use crate::upstream::{Balance, OutlierPolicy};
@@ -148,6 +149,9 @@ pub struct RoutePolicy {
     pub auth: Option<AuthPolicy>,
     /// Rate limit.
     pub rate_limit: Option<RateLimitPolicy>,
+    /// Quota (`[routes.quota]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaPolicy>,
     /// Concurrency limit.
     pub concurrency: Option<ConcurrencyPolicy>,
     /// Timeouts (defaults: total 30s, per_try = total).
@@ -180,6 +184,8 @@ pub struct PolicySet {
     pub server: Arc<ServerSettings>,
     /// Global store settings.
     pub store: Option<StoreConfig>,
+    /// `[quota]` (defaults when absent).
+    pub quota: QuotaSettings,
     /// Upstreams in file order.
     pub upstreams: Vec<Arc<UpstreamSettings>>,
     /// `[[identities]]` in file order.
@@ -247,6 +253,17 @@ impl PolicySet {
                 st.lease
             );
         }
+        if self.routes.iter().any(|r| r.quota.is_some()) {
+            let _ = writeln!(
+                o,
+                "quota: dir {}, sync {}",
+                self.quota.dir.display(),
+                match self.quota.sync {
+                    SyncPolicy::Always => "always".to_string(),
+                    SyncPolicy::Every(d) => Dur(d).to_string(),
+                }
+            );
+        }
         for u in &self.upstreams {
             let eps: Vec<String> = u.endpoints.iter().map(|e| e.to_string()).collect();
             let _ = writeln!(
@@ -282,6 +299,9 @@ impl PolicySet {
             );
             if let Some(a) = &r.auth {
                 let _ = writeln!(o, "  auth: {}", crate::auth::layer::describe(a));
+            }
+            if let Some(q) = &r.quota {
+                let _ = writeln!(o, "  quota: {}", crate::quota::layer::describe(q));
             }
             if let Some(rl) = &r.rate_limit {
                 let _ = writeln!(o, "  rate_limit: {}", crate::ratelimit::layer::describe(rl));

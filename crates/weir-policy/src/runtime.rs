@@ -7,6 +7,8 @@ use crate::breaker::service::Breaker;
 use crate::concurrency::service::Concurrency;
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::policy::{PolicySet, RoutePolicy, UpstreamSettings};
+use crate::quota::ledger::RouteLedger;
+use crate::quota::service::Ledgers;
 use crate::ratelimit::service::RateLimiter;
 use crate::retry::service::Retry;
 use crate::store::GlobalStore;
@@ -51,6 +53,8 @@ pub(crate) struct RouteRuntime {
     /// The upstream's endpoint choice and ejection state (shared by its routes).
     pub endpoints: Arc<UpstreamRuntime>,
     pub rate_limit: Option<RateLimiter>,
+    /// The quota's ledger (`[routes.quota]`).
+    pub quota: Option<Arc<RouteLedger>>,
     pub concurrency: Option<Arc<Concurrency>>,
     pub breaker: Option<Arc<Breaker>>,
     pub retry: Retry,
@@ -67,6 +71,8 @@ pub(crate) struct Live {
     pub upstreams: Vec<Arc<UpstreamRuntime>>,
     /// `x-weir-instance`, prepared once.
     pub instance: HeaderText,
+    /// The quota ledgers of this revision's routes (by route id).
+    pub ledgers: Ledgers,
 }
 
 impl Live {
@@ -77,6 +83,7 @@ impl Live {
         old: Option<&Live>,
         seed: u64,
         metrics: &Metrics,
+        ledgers: Ledgers,
     ) -> Live {
         let upstreams: Vec<Arc<UpstreamRuntime>> = set
             .upstreams
@@ -101,7 +108,8 @@ impl Live {
                     .find(|u| u.settings.name == p.upstream)
                     .cloned()
                     .expect("validated: route upstream exists");
-                let rt = route_runtime(i, p, endpoints, prev.map(|r| &**r), seed, metrics);
+                let mut rt = route_runtime(i, p, endpoints, prev.map(|r| &**r), seed, metrics);
+                rt.quota = ledgers.get(&p.id).cloned();
                 Arc::new(rt)
             })
             .collect();
@@ -111,6 +119,7 @@ impl Live {
             instance: HeaderText::from(set.server.instance.clone()),
             set,
             routes,
+            ledgers,
         }
     }
 }
@@ -134,6 +143,7 @@ fn route_runtime(
             .rate_limit
             .as_ref()
             .map(|rl| RateLimiter::build(rl, &p.id, prev.and_then(|r| r.rate_limit.as_ref()))),
+        quota: None,
         concurrency: p
             .concurrency
             .as_ref()

@@ -357,3 +357,89 @@ fn response_header_switches_default_on_and_name_their_key() {
         "gateway.toml:2: server.evidence_headers:",
     );
 }
+
+#[test]
+fn quota_errors_name_their_key() {
+    let q = "[routes.quota]\nlimit = 10\nperiod = \"month\"\n";
+    let cases = [
+        (
+            "[routes.quota]\nlimit = 0\nperiod = \"month\"\n",
+            "gateway.toml:13: routes[0].quota.limit:",
+        ),
+        (
+            "[routes.quota]\nlimit = 1\nperiod = \"weekly\"\n",
+            "gateway.toml:14: routes[0].quota.period:",
+        ),
+        (
+            "[routes.quota]\nlimit = 1\nperiod = \"1500ms\"\n",
+            "gateway.toml:14: routes[0].quota.period:",
+        ),
+        (
+            &format!("{q}cost = \"cookie:x\"\n"),
+            "gateway.toml:15: routes[0].quota.cost:",
+        ),
+        (
+            &format!("{q}event_id = \"idempotency-key\"\n"),
+            "gateway.toml:15: routes[0].quota.event_id:",
+        ),
+        (
+            &format!("{q}on_store_error = \"allow\"\n"),
+            "gateway.toml:15: routes[0].quota.on_store_error:",
+        ),
+        (
+            &format!("{q}key = [\"consumer\"]\n"),
+            "gateway.toml:15: routes[0].quota.key[0]:",
+        ),
+        (
+            &format!("{q}refill = 2\n"),
+            "gateway.toml:15: routes[0].quota.refill:",
+        ),
+        (
+            &format!("{q}scope = \"global\"\n"),
+            "gateway.toml:15: routes[0].quota.scope:",
+        ),
+        (
+            "[quota]\nsync = \"sometimes\"\n",
+            "gateway.toml:13: quota.sync:",
+        ),
+        ("[quota]\nsync = \"0s\"\n", "gateway.toml:13: quota.sync:"),
+        ("[quota]\ndir = \"\"\n", "gateway.toml:13: quota.dir:"),
+    ];
+    for (extra, prefix) in cases {
+        err_starts(extra, prefix);
+    }
+}
+
+#[test]
+fn quota_compiles_with_defaults_and_a_dir_beside_the_file() {
+    let text = format!(
+        "{BASE}[routes.quota]\nlimit = 1000\nperiod = \"1h\"\nkey = [\"header:x-consumer\"]\ncost = \"header:X-Units\"\nevent_id = \"header:idempotency-key\"\nheaders = false\n[quota]\nsync = \"always\"\n"
+    );
+    let set = parse(&text, "/etc/weir/gateway.toml").unwrap();
+    assert_eq!(set.quota.dir, std::path::Path::new("/etc/weir/weir-quota"));
+    assert_eq!(set.quota.sync, weir_policy::policy::SyncPolicy::Always);
+    let q = set.routes[0].quota.as_ref().unwrap();
+    assert_eq!(q.cost, weir_policy::policy::Cost::Header("x-units".into()));
+    assert_eq!(q.event_id.as_deref(), Some("idempotency-key"));
+    assert!(!q.headers);
+    let shown = set.describe();
+    for want in [
+        "quota: 1000 per 1h; key [header:x-consumer]; cost header:x-units",
+        "quota: dir /etc/weir/weir-quota, sync always",
+    ] {
+        assert!(shown.contains(want), "{want}:\n{shown}");
+    }
+    let default = parse(
+        &format!("{BASE}[routes.quota]\nlimit = 5\nperiod = \"day\"\n"),
+        "g.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        default.quota.sync,
+        weir_policy::policy::SyncPolicy::Every(std::time::Duration::from_secs(1))
+    );
+    assert_eq!(
+        default.routes[0].quota.as_ref().unwrap().cost,
+        weir_policy::policy::Cost::Fixed(1)
+    );
+}

@@ -1314,3 +1314,178 @@ fn frontend_rejection_after_begin_counts_once_under_the_route() {
     assert!(!m.contains("route=\"-\",outcome=\"bad_request\""), "{m}");
     assert!(m.contains("weir_inflight{route=\"flaky\"} 0"), "{m}");
 }
+
+/// A quota on the engine: one consumption per admitted request (not per attempt), event-id
+/// duplicates free, a later gate's rejection consumes nothing, 429 `quota_exhausted` with
+/// the `"ROUTE.quota"` items and `Retry-After` to the period's end, admin state and
+/// adjustments, and a restart that reads the ledger back.
+#[test]
+fn quota_counts_admitted_requests_once_and_survives_a_restart() {
+    let dir = std::env::temp_dir().join(format!("weir-quota-engine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = cfg(&format!(
+        r#"
+[quota]
+dir = "{}"
+sync = "always"
+[[routes]]
+upstream = "blue"
+id = "q"
+match = {{ path_prefix = "/q" }}
+quota = {{ limit = 3, period = "day", key = ["header:x-consumer"], event_id = "header:idempotency-key" }}
+rate_limit = {{ algorithm = "token_bucket", rate = 1, per = "60s", burst = 4, key = ["header:x-lane"], deny_empty_key = false }}
+retry = {{ max_attempts = 2, on = ["503"] }}
+"#,
+        dir.display()
+    ));
+    let s = sim(&text);
+    let a = [("x-consumer", "acme")];
+    let ok = |_| Up::Status(200, 1);
+    // Retried once (503 then 200): one consumption.
+    let r = s.run("GET", "/q", &a, |n| {
+        if n == 1 {
+            Up::Status(503, 1)
+        } else {
+            Up::Status(200, 1)
+        }
+    });
+    assert_eq!((r.status, r.upstream_calls), (200, 2), "{r:?}");
+    let policy = r.h("ratelimit-policy").unwrap();
+    assert!(
+        policy.starts_with("\"q\";q=1;w=60, \"q.quota\";q=3;w=86400"),
+        "{policy}"
+    );
+    assert!(
+        r.h("ratelimit").unwrap().contains("\"q.quota\";r=2;t="),
+        "{r:?}"
+    );
+    // The same event id twice: the second consumes nothing.
+    let with_id = [
+        ("x-consumer", "acme"),
+        ("idempotency-key", "ev-1"),
+        ("x-lane", "b"),
+    ];
+    assert_eq!(s.run("GET", "/q", &with_id, ok).status, 200);
+    let r = s.run("GET", "/q", &with_id, ok);
+    assert_eq!(r.status, 200);
+    assert!(
+        r.h("ratelimit").unwrap().contains("\"q.quota\";r=1;"),
+        "{r:?}"
+    );
+    // A rate-limit rejection (lane "c" spent) consumes nothing.
+    let lane = [("x-consumer", "acme"), ("x-lane", "c")];
+    for who in ["o1", "o2", "o3", "o4"] {
+        let _ = s.run("GET", "/q", &[("x-consumer", who), ("x-lane", "c")], ok);
+    }
+    let r = s.run("GET", "/q", &lane, ok);
+    assert_eq!(r.reason(), Some("rate_limited"), "{r:?}");
+    let state = |s: &Sim| -> serde_json::Value {
+        let r = s.engine.admin("GET", "/admin/quota?route=q&key=acme");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        serde_json::from_slice(&r.body).unwrap()
+    };
+    let st = state(&s);
+    assert_eq!(
+        (st["used"].as_u64(), st["ledger_sum"].as_u64()),
+        (Some(2), Some(2)),
+        "{st}"
+    );
+    // The last unit, then exhausted.
+    assert_eq!(s.run("GET", "/q", &a, ok).status, 200);
+    let r = s.run("GET", "/q", &a, ok);
+    assert_eq!(
+        (r.status, r.reason()),
+        (429, Some("quota_exhausted")),
+        "{r:?}"
+    );
+    assert_eq!(r.upstream_calls, 0);
+    let t = r.h("retry-after").unwrap();
+    assert!(
+        r.h("ratelimit")
+            .unwrap()
+            .ends_with(&format!("\"q.quota\";r=0;t={t}")),
+        "{r:?}"
+    );
+    assert!(t.parse::<u64>().unwrap() <= 86_400);
+    let m = s.metrics();
+    for want in [
+        "weir_quota_consumed_total{route=\"q\"} 7",
+        "weir_quota_exhausted_total{route=\"q\"} 1",
+        "weir_quota_duplicates_total{route=\"q\"} 1",
+    ] {
+        assert!(m.contains(want), "{want}:\n{m}");
+    }
+    // A credit of 2, idempotent by its event id.
+    let body = br#"{"route":"q","key":"acme","amount":2,"reason":"top-up","event_id":"adj-1"}"#;
+    for applied in [true, false] {
+        let r = s
+            .engine
+            .admin_request("POST", "/admin/quota/adjust", &(), body);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            (r.status, v["applied"].as_bool()),
+            (200, Some(applied)),
+            "{v}"
+        );
+        assert_eq!(
+            (v["adjusted"].as_i64(), v["remaining"].as_u64()),
+            (Some(2), Some(2)),
+            "{v}"
+        );
+    }
+    assert_eq!(s.run("GET", "/q", &a, ok).status, 200);
+    let period = state(&s)["period"].as_str().unwrap().to_string();
+    let r = s.engine.admin(
+        "GET",
+        &format!("/admin/quota/ledger?route=q&period={period}"),
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(r.body)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    // acme ×2, o1..o4, acme, the credit, acme.
+    assert_eq!(
+        kinds,
+        [
+            "consume", "consume", "consume", "consume", "consume", "consume", "consume", "adjust",
+            "consume"
+        ]
+    );
+    let ids: Vec<_> = lines
+        .iter()
+        .filter_map(|l| l["event_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["ev-1", "adj-1"]);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["key_digest"].as_str().unwrap().len() == 32 && l["instance"] == "gw-a")
+    );
+    // A new engine on the same directory (a restart) reads the same state back.
+    drop(s);
+    let again = sim(&text);
+    let st = state(&again);
+    assert_eq!(
+        (
+            st["used"].as_u64(),
+            st["adjusted"].as_i64(),
+            st["remaining"].as_u64()
+        ),
+        (Some(4), Some(2), Some(1)),
+        "{st}"
+    );
+    assert_eq!(
+        again.engine.admin("GET", "/admin/quota?route=q").status,
+        400
+    );
+    assert_eq!(
+        again
+            .engine
+            .admin("GET", "/admin/quota?route=nope&key=a")
+            .status,
+        404
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,7 +14,7 @@ pub use crate::check::ConfigError;
 use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
 use crate::dur::Dur;
 use crate::policy::*;
-use crate::{auth, breaker, concurrency, ratelimit, retry, upstream};
+use crate::{auth, breaker, concurrency, quota, ratelimit, retry, upstream};
 use raw::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +65,7 @@ pub fn parse(text: &str, origin: &str) -> Result<PolicySet, ConfigError> {
 
 fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
     let server = compile_server(raw.server.unwrap_or_default(), raw.log, ctx)?;
+    let quota_settings = quota::layer::compile_settings(raw.quota, ctx)?;
     let store = raw.store.map(|s| store::compile(s, ctx)).transpose()?;
 
     let mut upstreams: Vec<Arc<UpstreamSettings>> = Vec::new();
@@ -125,6 +126,7 @@ fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
         origin: ctx.origin.to_string(),
         server: Arc::new(server),
         store,
+        quota: quota_settings,
         upstreams,
         identities,
         routes,
@@ -311,17 +313,27 @@ fn compile_route(
         .rate_limit
         .map(|rl| ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, have_store, ctx))
         .transpose()?;
-    if let Some(rl) = &rate_limit
-        && auth.is_none()
-        && let Some(j) = rl.key.iter().position(KeyPart::needs_auth)
-    {
-        return Err(ctx.err(
-            format!("{k}.rate_limit.key[{j}]"),
-            format!(
-                "key part {:?} needs a verified identity: add [routes.auth] to this route",
-                rl.key[j].to_string()
-            ),
-        ));
+    let quota = r
+        .quota
+        .map(|q| quota::layer::compile(&format!("{k}.quota"), q, have_store, ctx))
+        .transpose()?;
+    let keys = [
+        ("rate_limit", rate_limit.as_ref().map(|rl| &rl.key)),
+        ("quota", quota.as_ref().map(|q| &q.key)),
+    ];
+    for (section, key) in keys {
+        if let Some(key) = key
+            && auth.is_none()
+            && let Some(j) = key.iter().position(KeyPart::needs_auth)
+        {
+            return Err(ctx.err(
+                format!("{k}.{section}.key[{j}]"),
+                format!(
+                    "key part {:?} needs a verified identity: add [routes.auth] to this route",
+                    key[j].to_string()
+                ),
+            ));
+        }
     }
     let concurrency = r
         .concurrency
@@ -365,6 +377,7 @@ fn compile_route(
         upstream: r.upstream,
         auth,
         rate_limit,
+        quota,
         concurrency,
         timeouts,
         retry,

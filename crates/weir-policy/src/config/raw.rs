@@ -7,6 +7,7 @@ use crate::auth::layer::{RawAuth, RawIdentity};
 use crate::breaker::layer::RawBreaker;
 use crate::concurrency::layer::RawConcurrency;
 use crate::dur::Dur;
+use crate::quota::layer::{RawQuota, RawQuotaSettings};
 use crate::ratelimit::layer::RawRateLimit;
 use crate::retry::layer::RawRetry;
 use serde::Deserialize;
@@ -17,6 +18,7 @@ pub(crate) struct RawConfig {
     pub server: Option<RawServer>,
     pub store: Option<RawStore>,
     pub log: Option<RawLog>,
+    pub quota: Option<RawQuotaSettings>,
     #[serde(default)]
     pub upstreams: Vec<RawUpstream>,
     #[serde(default)]
@@ -83,6 +85,7 @@ pub(crate) struct RawRoute {
     pub upstream: String,
     pub auth: Option<RawAuth>,
     pub rate_limit: Option<RawRateLimit>,
+    pub quota: Option<RawQuota>,
     pub concurrency: Option<RawConcurrency>,
     pub timeouts: Option<RawTimeouts>,
     pub retry: Option<RawRetry>,

@@ -33,18 +33,19 @@ impl Engine {
     /// request but `GET /healthz` needs `Authorization: Bearer <token>` (401 otherwise,
     /// compared in constant time); with `admin_read_only`, every POST is 405.
     pub fn admin_with(&self, method: &str, path: &str, headers: &dyn Headers) -> GatewayResponse {
-        self.admin_request(method, path, headers, b"")
+        self.admin_request(method, path, headers, &[])
     }
 
-    /// [`Engine::admin_with`] with the request body (`POST /admin/rollback` reads
-    /// `{"revision": N}` from it; every other path ignores it).
+    /// [`Engine::admin_with`] with the request's body (`POST /admin/rollback` reads
+    /// `{"revision": N}` from it, `POST /admin/quota/adjust` JSON); `target` is the path with its query (`/admin/quota?route=..&key=..`).
     pub fn admin_request(
         &self,
         method: &str,
-        path: &str,
+        target: &str,
         headers: &dyn Headers,
         body: &[u8],
     ) -> GatewayResponse {
+        let path = target;
         let server = self.server();
         let bare = path.split('?').next().unwrap_or(path);
         let health = bare == "/healthz" && (method == "GET" || method == "HEAD");
@@ -111,12 +112,13 @@ fn rollback(engine: &Engine, body: &[u8]) -> GatewayResponse {
     }
 }
 
-fn route(engine: &Engine, method: &str, path: &str, body: &[u8]) -> GatewayResponse {
-    let path = path.split('?').next().unwrap_or(path);
+fn route(engine: &Engine, method: &str, target: &str, body: &[u8]) -> GatewayResponse {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let allowed = match path {
         "/metrics" | "/healthz" | "/admin/config" | "/admin/breakers" | "/admin/bypass"
         | "/admin/upstreams" => "GET",
-        "/admin/reload" | "/admin/rollback" => "POST",
+        "/admin/quota" | "/admin/quota/ledger" => "GET",
+        "/admin/reload" | "/admin/rollback" | "/admin/quota/adjust" => "POST",
         _ => return GatewayResponse::json(404, &json!({"error": "not_found", "path": path})),
     };
     if !(method == allowed || (allowed == "GET" && method == "HEAD")) {
@@ -184,6 +186,9 @@ fn route(engine: &Engine, method: &str, path: &str, body: &[u8]) -> GatewayRespo
             let list: Vec<serde_json::Value> = live.upstreams.iter().map(|u| u.json(now)).collect();
             GatewayResponse::json(200, &json!({"revision": live.revision, "upstreams": list}))
         }
+        "/admin/quota" => crate::quota::admin::state(&live, query),
+        "/admin/quota/ledger" => crate::quota::admin::ledger(&live, query),
+        "/admin/quota/adjust" => crate::quota::admin::adjust(&live, body),
         _ => {
             drop(live);
             match engine.reload() {

@@ -11,11 +11,13 @@ pub use history::RollbackError;
 pub use overrides::Overrides;
 
 use crate::accesslog::AccessLog;
+use crate::auth::service::unix_now;
 use crate::check::ConfigError;
 use crate::config;
 use crate::flow::{Flow, RequestInfo};
 use crate::metrics::Metrics;
 use crate::policy::*;
+use crate::quota::service::open_ledgers;
 use crate::runtime::{Live, Shared};
 use crate::store::GlobalStore;
 use crate::text::HeaderText;
@@ -185,11 +187,13 @@ impl Engine {
         let log = AccessLog::start(&set.server.log).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
         })?;
+        let (ledgers, notices) =
+            open_ledgers(&set, None, unix_now()).map_err(|e| ConfigError::plain(&set.origin, e))?;
         let metrics = Metrics::new();
         metrics.touch_unrouted();
         let mut history = history::History::default();
         history.push(1, text, &set.origin);
-        let live = Live::build(1, Arc::new(set), None, seed, &metrics);
+        let live = Live::build(1, Arc::new(set), None, seed, &metrics, ledgers);
         Ok(Engine {
             inner: Arc::new(Inner {
                 shared: Arc::new(Shared {
@@ -207,7 +211,7 @@ impl Engine {
                     source,
                     overrides: Overrides::default(),
                     factory: None,
-                    notices: Vec::new(),
+                    notices,
                     history,
                 }),
             }),
@@ -244,6 +248,7 @@ impl Engine {
             set: Arc::new(set),
             routes: cur.routes.clone(),
             upstreams: cur.upstreams.clone(),
+            ledgers: cur.ledgers.clone(),
         }));
         Ok(self)
     }
@@ -401,8 +406,18 @@ impl Engine {
             .store
             .clone()
             .filter(|s| Some(s) != old.set.store.as_ref());
+        let (ledgers, notices) = open_ledgers(&set, Some(&old.ledgers), unix_now())
+            .map_err(|e| ConfigError::plain(&set.origin, e))?;
+        c.notices.extend(notices);
         c.history.push(rev, text, &set.origin);
-        let live = Live::build(rev, Arc::new(set), Some(&old), shared.seed, &shared.metrics);
+        let live = Live::build(
+            rev,
+            Arc::new(set),
+            Some(&old),
+            shared.seed,
+            &shared.metrics,
+            ledgers,
+        );
         shared.live.store(Arc::new(live));
         if let (Some(sc), Some(f)) = (new_store, c.factory.clone()) {
             let notice = match self.with_store_from(&f, &sc) {

@@ -1,6 +1,14 @@
-//! Quotas (admissions per day or month, per consumer) — not a feature yet.
-//!
-//! The seam where one would go: like [`crate::ratelimit`], a `layer.rs` with the
-//! `[routes.quota]` file model, the compiled policy and its compile step, and a
-//! `service.rs` with its runtime (kept across reloads) and its per-request step, called
-//! by [`crate::flow::Flow::admit`] right after the rate limit. Nothing reads this module.
+//! `[quota]` and `[routes.quota]`: long-period entitlements with a durable ledger — the
+//! config and compile step ([`layer`]), the append-only ledger files ([`ledger`]) and the
+//! per-request gate with its reservations ([`service`]). Periods and the per-key
+//! decision are weir-core's ([`weir_core::quota`]).
+
+pub(crate) mod admin;
+pub(crate) mod layer;
+pub(crate) mod ledger;
+pub(crate) mod service;
+
+pub use layer::{Cost, QuotaPolicy, QuotaSettings, SyncPolicy};
+
+#[cfg(test)]
+mod tests;

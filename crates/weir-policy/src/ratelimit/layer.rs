@@ -263,32 +263,7 @@ pub(crate) fn compile(
     ctx: &Ctx<'_>,
 ) -> R<RateLimitPolicy> {
     let limit = compile_limit(k, &rl, ctx)?;
-    let key_strs = rl.key.unwrap_or_else(|| vec!["route".to_string()]);
-    if key_strs.is_empty() {
-        return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
-    }
-    let mut key = Vec::new();
-    for (j, p) in key_strs.iter().enumerate() {
-        let part = match p.as_str() {
-            "route" => KeyPart::Route,
-            "method" => KeyPart::Method,
-            "client_ip" => KeyPart::ClientIp,
-            "consumer" => KeyPart::Consumer,
-            c if c.starts_with("claim:") && is_token(&c[6..]) => KeyPart::Claim(c[6..].to_string()),
-            h if h.starts_with("header:") && is_token(&h[7..]) => {
-                KeyPart::Header(h[7..].to_ascii_lowercase())
-            }
-            other => {
-                return Err(ctx.err(
-                    format!("{k}.key[{j}]"),
-                    format!(
-                        "bad key part {other:?}: expected route, method, client_ip, header:NAME, consumer or claim:NAME"
-                    ),
-                ));
-            }
-        };
-        key.push(part);
-    }
+    let key = key_parts(ctx, k, rl.key)?;
     let scope = rl.scope.unwrap_or(Scope::Local);
     if scope == Scope::Global && !have_store {
         return Err(ctx.err(
@@ -333,6 +308,38 @@ pub(crate) fn compile(
         max_key_bytes: count("max_key_bytes", rl.max_key_bytes, 256)?,
         headers: rl.headers.unwrap_or(true),
     })
+}
+
+/// `key = [...]` at `{k}.key` (default `["route"]`) → descriptor parts; shared by every
+/// section that counts by key (`[routes.rate_limit]`, `[routes.quota]`).
+pub(crate) fn key_parts(ctx: &Ctx<'_>, k: &str, key: Option<Vec<String>>) -> R<Vec<KeyPart>> {
+    let key_strs = key.unwrap_or_else(|| vec!["route".to_string()]);
+    if key_strs.is_empty() {
+        return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
+    }
+    let mut key = Vec::new();
+    for (j, p) in key_strs.iter().enumerate() {
+        let part = match p.as_str() {
+            "route" => KeyPart::Route,
+            "method" => KeyPart::Method,
+            "client_ip" => KeyPart::ClientIp,
+            "consumer" => KeyPart::Consumer,
+            c if c.starts_with("claim:") && is_token(&c[6..]) => KeyPart::Claim(c[6..].to_string()),
+            h if h.starts_with("header:") && is_token(&h[7..]) => {
+                KeyPart::Header(h[7..].to_ascii_lowercase())
+            }
+            other => {
+                return Err(ctx.err(
+                    format!("{k}.key[{j}]"),
+                    format!(
+                        "bad key part {other:?}: expected route, method, client_ip, header:NAME, consumer or claim:NAME"
+                    ),
+                ));
+            }
+        };
+        key.push(part);
+    }
+    Ok(key)
 }
 
 /// The algorithm's keys → one validated [`Limit`] (defaults, cross-checks, the core's
