@@ -168,6 +168,28 @@ pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String>
     Ok(())
 }
 
+/// [`prepare`], then what every frontend does before it serves: the engine gets its global
+/// store from `attach` (weir-redis's for `[store] kind = "redis"`, which connects lazily; an
+/// error is `store: ...`) and reloads on SIGHUP ([`reload_on_sighup`], which also prints the
+/// start-up notices).
+///
+/// # Errors
+/// Those of [`prepare`], of `attach` and of [`reload_on_sighup`].
+pub fn start_up<X: Args>(
+    cli: &Cli<X>,
+    bin: &'static str,
+    attach: impl FnOnce(Engine) -> Result<Engine, String>,
+) -> Result<Ready, String> {
+    match prepare(cli)? {
+        Ready::Serve(mut s) => {
+            s.engine = attach(s.engine).map_err(|e| format!("store: {e}"))?;
+            reload_on_sighup(bin, s.engine.clone())?;
+            Ok(Ready::Serve(s))
+        }
+        checked @ Ready::Checked(_) => Ok(checked),
+    }
+}
+
 /// One SIGHUP's reload and the line it prints.
 fn sighup_reload(engine: &Engine) -> String {
     match engine.reload() {

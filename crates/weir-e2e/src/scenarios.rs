@@ -60,6 +60,11 @@ pub(crate) fn route(id: &str, prefix: &str, upstream: &str) -> String {
     )
 }
 
+/// `GET path` (no headers) is answered by the gateway itself with `status` and `reason`.
+fn get_made(gw: &Gateway, path: &str, status: u16, reason: &str) {
+    assert_gateway_made(&client::get(gw.addr, path, &[]), status, reason);
+}
+
 pub(crate) fn assert_gateway_made(r: &client::Resp, status: u16, reason: &str) {
     assert_eq!(r.status, status, "status; response {r:?}");
     assert_eq!(r.reason(), reason, "x-weir-reason; response {r:?}");
@@ -83,11 +88,9 @@ pub(crate) fn assert_gateway_made(r: &client::Resp, status: u16, reason: &str) {
 /// A path no route matches is 404 `no_route` with the standard headers.
 pub fn no_route_is_404(bin: &Path) {
     let (_blue, gw) = with_demo(bin, "blue", &route("ok", "/ok", "blue"));
-    let r = client::get(gw.addr, "/nowhere", &[]);
-    assert_gateway_made(&r, 404, "no_route");
+    get_made(&gw, "/nowhere", 404, "no_route");
     // The main port never serves admin paths: they are routed like any other path.
-    let r = client::get(gw.addr, "/metrics", &[]);
-    assert_gateway_made(&r, 404, "no_route");
+    get_made(&gw, "/metrics", 404, "no_route");
 }
 
 /// Two per minute: 200, 200, then 429 with Retry-After and the RateLimit fields (T = Retry-After).
@@ -148,20 +151,14 @@ pub fn flaky_retried_with_idempotency_key(bin: &Path) {
 pub fn post_without_key_not_retried(bin: &Path) {
     let (_blue, gw) = with_demo(bin, "blue", &flaky_routes());
     let mut c = Client::connect(gw.addr).unwrap();
-    let r = c
-        .exchange(
-            request("POST", "/flaky", &[], Some(b"{}")).as_bytes(),
-            false,
-        )
-        .unwrap();
+    let mut post = |path: &str, body: &[u8]| {
+        let req = request("POST", path, &[], Some(body));
+        c.exchange(req.as_bytes(), false).unwrap()
+    };
+    let r = post("/flaky", b"{}");
     assert_eq!(r.status, 503, "upstream 503 kept: {r:?}");
     assert_eq!(r.header("x-weir-attempts"), Some("1"), "{r:?}");
-    let r = c
-        .exchange(
-            request("POST", "/orders", &[], Some(b"{\"n\":1}")).as_bytes(),
-            false,
-        )
-        .unwrap();
+    let r = post("/orders", b"{\"n\":1}");
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("x-weir-attempts"), Some("1"), "{r:?}");
 }
@@ -195,6 +192,14 @@ fn echo_gateway(bin: &Path, server: &str) -> (RawUpstream, Gateway) {
         &config_with(&[("echo", up.addr)], &route("all", "/", "echo"), server),
     );
     (up, gw)
+}
+
+/// A client on `gw` that has sent the head of a chunked `POST /up` (the body follows).
+fn chunked_post(gw: &Gateway) -> Client {
+    let mut c = Client::connect(gw.addr).unwrap();
+    c.send_raw(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+        .unwrap();
+    c
 }
 
 fn expect_rejected_and_closed(gw: &Gateway, bytes: &[u8], status: u16, reason: &str) {
@@ -395,9 +400,7 @@ pub fn request_id_propagated_and_hop_by_hop_removed(bin: &Path) {
 /// A 300 KiB chunked upload (beyond any replay buffer) and a small one both arrive whole.
 pub fn chunked_upload_streamed_beyond_replay_limit(bin: &Path) {
     let (up, gw) = echo_gateway(bin, "");
-    let mut c = Client::connect(gw.addr).unwrap();
-    c.send_raw(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
-        .unwrap();
+    let mut c = chunked_post(&gw);
     let piece = vec![b'z'; 30 * 1024];
     for _ in 0..10 {
         c.send_raw(format!("{:x}\r\n", piece.len()).as_bytes())
@@ -491,30 +494,17 @@ pub fn invalid_upstream_response_502(bin: &Path) {
         false
     });
     let gw = Gateway::start(bin, &config(&[("up", up.addr)], &route("all", "/", "up")));
-    let r = client::get(gw.addr, "/x", &[]);
-    assert_gateway_made(&r, 502, "upstream_unavailable");
+    get_made(&gw, "/x", 502, "upstream_unavailable");
 }
 
-/// `/metrics` exposes every family from start-up; `/healthz`, `/admin/config`; 404 elsewhere.
+/// `/metrics` exposes every family (`weir_policy::FAMILIES`) from start-up; `/healthz`, `/admin/config`; 404 elsewhere.
 pub fn admin_metrics_healthz_config(bin: &Path) {
     let (_blue, gw) = with_demo(bin, "blue", &route("ok", "/ok", "blue"));
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
     let m = gw.admin("GET", "/metrics");
     assert_eq!(m.status, 200);
     let text = m.text();
-    for family in [
-        "weir_requests_total",
-        "weir_shadow_rejections_total",
-        "weir_upstream_attempts_total",
-        "weir_retries_total",
-        "weir_keys_overflow_total",
-        "weir_retry_budget_exhausted_total",
-        "weir_breaker_state",
-        "weir_breaker_transitions_total",
-        "weir_ratelimit_bypassed_total",
-        "weir_inflight",
-        "weir_request_duration_seconds",
-    ] {
+    for family in weir_policy::FAMILIES {
         let family_typed = text.lines().any(|l| {
             l.starts_with("# TYPE ")
                 && (l[7..].starts_with(&format!("{family} "))
@@ -573,22 +563,14 @@ pub fn breaker_opens_then_fallback(bin: &Path) {
         route("plain", "/plain", "dead"),
     );
     let gw = Gateway::start(bin, &config(&[("dead", dead_addr())], &routes));
-    let mut reasons = Vec::new();
-    for _ in 0..4 {
-        let r = client::get(gw.addr, "/dead", &[]);
-        assert_eq!(r.status, 200, "fallback status: {r:?}");
-        assert_eq!(r.text(), "{\"degraded\":true}");
-        reasons.push(r.header("x-weir-degraded").unwrap_or("").to_owned());
-    }
+    let reasons = degraded_reasons(&gw, "/dead", 4);
     assert_eq!(reasons[0], "upstream_unavailable", "{reasons:?}");
     assert_eq!(reasons[3], "circuit_open", "{reasons:?}");
     let b = gw.admin("GET", "/admin/breakers").text();
     assert!(b.contains("\"open\""), "{b}");
     // Without a fallback: 502 first, then 503 circuit_open.
-    let r = client::get(gw.addr, "/plain", &[]);
-    assert_gateway_made(&r, 502, "upstream_unavailable");
-    let r = client::get(gw.addr, "/plain", &[]);
-    assert_gateway_made(&r, 503, "circuit_open");
+    get_made(&gw, "/plain", 502, "upstream_unavailable");
+    get_made(&gw, "/plain", 503, "circuit_open");
 }
 
 /// SIGINT while a request is in flight: it completes, new connections are refused, exit 0.
@@ -636,6 +618,19 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 /// (the caller's assertions then say what differs). Requests are counted when they are
 /// complete — in Pingora's logging phase, after the response went out — so a scrape right
 /// after a response may precede its count.
+/// `n` GETs of `path`, each answered by the JSON fallback `{"degraded":true}` with 200; the
+/// `x-weir-degraded` reason of each.
+fn degraded_reasons(gw: &Gateway, path: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let r = client::get(gw.addr, path, &[]);
+            assert_eq!(r.status, 200, "fallback status #{i}: {r:?}");
+            assert_eq!(r.text(), "{\"degraded\":true}");
+            r.header("x-weir-degraded").unwrap_or("").to_owned()
+        })
+        .collect()
+}
+
 pub(crate) fn metrics_when(gw: &Gateway, want: &[(&str, f64)]) -> String {
     let until = Instant::now() + Duration::from_secs(3);
     loop {
@@ -669,15 +664,20 @@ pub(crate) fn token_bucket(rate: u32, per: &str, burst: u32, extra: &str) -> Str
     )
 }
 
+/// Route `id` on `/ok` to `blue`, limited to `n` per minute (burst `n`) plus `extra` keys.
+fn limited_route(id: &str, n: u32, extra: &str) -> String {
+    format!(
+        "{}{}",
+        route(id, "/ok", "blue"),
+        token_bucket(n, "60s", n, extra)
+    )
+}
+
 /// Seed 000: two instances with a *local* limit of 2 per minute admit 4 between them
 /// (replicas multiply local limits); the upstream saw 4.
 pub fn two_instances_local_limits_multiply(bin: &Path) {
     let blue = demo("blue");
-    let routes = format!(
-        "{}{}",
-        route("ok", "/ok", "blue"),
-        token_bucket(2, "60s", 2, "")
-    );
+    let routes = limited_route("ok", 2, "");
     let cfg = config(&[("blue", blue.addr())], &routes);
     let (a, b) = (Gateway::start(bin, &cfg), Gateway::start(bin, &cfg));
     let statuses: Vec<u16> = (0..6usize)
@@ -772,25 +772,21 @@ pub fn global_limit_shared_and_store_failure_explicit(bin: &Path) {
 
     // Store back (empty: nothing is persisted): limiting resumes, no gateway restart.
     redis.restart();
-    let until = Instant::now() + Duration::from_secs(10);
-    let first = loop {
-        let r = client::get(a.addr, "/ok", &[]);
-        if r.status != 503 {
-            break r;
+    // The first answer of `gw` that is not a 503, within 10 s.
+    let recovered = |gw: &Gateway, name: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = client::get(gw.addr, "/ok", &[]);
+            if r.status != 503 {
+                break r;
+            }
+            assert!(Instant::now() < until, "{name} never recovered: {r:?}");
+            thread::sleep(Duration::from_millis(100));
         }
-        assert!(Instant::now() < until, "A never recovered: {r:?}");
-        thread::sleep(Duration::from_millis(100));
     };
+    let first = recovered(&a, "A");
     assert_eq!(first.status, 200, "{first:?}");
-    let until = Instant::now() + Duration::from_secs(10);
-    let second = loop {
-        let r = client::get(b.addr, "/ok", &[]);
-        if r.status != 503 {
-            break r;
-        }
-        assert!(Instant::now() < until, "B never recovered: {r:?}");
-        thread::sleep(Duration::from_millis(100));
-    };
+    let second = recovered(&b, "B");
     assert_eq!(second.status, 200, "{second:?}");
     assert_eq!(
         client::get(a.addr, "/ok", &[]).status,
@@ -959,11 +955,7 @@ pub fn concurrency_queue_full_timeout_and_proceed(bin: &Path) {
 /// Shadow mode never rejects: would-be rejections are counted in
 /// `weir_shadow_rejections_total` and logged with `"shadow"`.
 pub fn shadow_mode_counts_but_never_rejects(bin: &Path) {
-    let routes = format!(
-        "{}{}",
-        route("sh", "/ok", "blue"),
-        token_bucket(1, "60s", 1, "mode = \"shadow\"")
-    );
+    let routes = limited_route("sh", 1, "mode = \"shadow\"");
     let (blue, gw) = with_demo(bin, "blue", &routes);
     for i in 0..3 {
         let r = client::get(gw.addr, "/ok", &[]);
@@ -1081,11 +1073,7 @@ pub fn access_log_fields_and_redaction(bin: &Path) {
 pub fn reload_keeps_limiter_state(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
-    let limited = format!(
-        "{}{}",
-        route("ok", "/ok", "blue"),
-        token_bucket(2, "60s", 2, "")
-    );
+    let limited = limited_route("ok", 2, "");
     let gw = Gateway::start(bin, &config(&ups, &limited));
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
     assert_eq!(client::get(gw.addr, "/ok", &[]).status, 200);
@@ -1093,8 +1081,7 @@ pub fn reload_keeps_limiter_state(bin: &Path) {
     std::fs::write(&gw.config_path, config(&ups, &more)).unwrap();
     let r = gw.admin("POST", "/admin/reload");
     assert_eq!(r.status, 200, "{r:?}");
-    let r = client::get(gw.addr, "/ok", &[]);
-    assert_gateway_made(&r, 429, "rate_limited");
+    get_made(&gw, "/ok", 429, "rate_limited");
     assert_eq!(client::get(gw.addr, "/stats", &[]).status, 200);
 }
 
@@ -1105,11 +1092,7 @@ pub fn reload_keeps_limiter_state(bin: &Path) {
 pub fn sighup_reload_under_load_keeps_limiter_state(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
-    let limited = format!(
-        "{}{}",
-        route("ok", "/ok", "blue"),
-        token_bucket(3, "60s", 3, "")
-    );
+    let limited = limited_route("ok", 3, "");
     let gw = Gateway::start(bin, &config(&ups, &limited));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let statuses = std::sync::Mutex::new(Vec::new());
@@ -1148,8 +1131,7 @@ pub fn sighup_reload_under_load_keeps_limiter_state(bin: &Path) {
         statuses.iter().all(|&s| s == 200 || s == 429),
         "every answer a 200 or a 429: {statuses:?}"
     );
-    let r = client::get(gw.addr, "/ok", &[]);
-    assert_gateway_made(&r, 429, "rate_limited");
+    get_made(&gw, "/ok", 429, "rate_limited");
     assert_eq!(client::get(gw.addr, "/stats", &[]).status, 200);
 }
 
@@ -1197,11 +1179,7 @@ pub fn every_response_has_request_id_and_instance(bin: &Path) {
 /// Every metric family has its `# TYPE` line from start-up, before any request; after
 /// traffic the series carry the route label.
 pub fn metrics_families_from_start_up_with_route_labels(bin: &Path) {
-    let routes = format!(
-        "{}{}",
-        route("ok", "/ok", "blue"),
-        token_bucket(1, "60s", 1, "")
-    );
+    let routes = limited_route("ok", 1, "");
     let (_blue, gw) = with_demo(bin, "blue", &routes);
     let text = gw.admin("GET", "/metrics").text();
     for (family, kind) in [
@@ -1316,10 +1294,8 @@ pub fn missing_host_accepted_duplicate_host_400(bin: &Path) {
 /// under its route.
 pub fn bad_chunk_after_forwarding_counted_once(bin: &Path) {
     let (up, gw) = echo_gateway(bin, "");
-    let mut c = Client::connect(gw.addr).unwrap();
+    let mut c = chunked_post(&gw);
     // A valid first chunk beyond the replay limit makes the gateway start streaming.
-    c.send_raw(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
-        .unwrap();
     let piece = vec![b'z'; 70 * 1024];
     c.send_raw(format!("{:x}\r\n", piece.len()).as_bytes())
         .unwrap();
@@ -1389,13 +1365,7 @@ pub fn breaker_three_phases_recover_through_half_open(bin: &Path) {
         .sum()
     };
     // Phase 1: the backend is dead; clients get the fallback, never a bare 500.
-    let mut reasons = Vec::new();
-    for _ in 0..6 {
-        let r = client::get(gw.addr, "/ok", &[]);
-        assert_eq!(r.status, 200, "fallback: {r:?}");
-        assert_eq!(r.text(), "{\"degraded\":true}");
-        reasons.push(r.header("x-weir-degraded").unwrap_or("").to_owned());
-    }
+    let reasons = degraded_reasons(&gw, "/ok", 6);
     assert_eq!(reasons[0], "upstream_unavailable", "{reasons:?}");
     assert_eq!(reasons[5], "circuit_open", "{reasons:?}");
     // Phase 2: while OPEN the dead backend sees no attempts at all. (Attempts are counted
@@ -1477,16 +1447,24 @@ pub fn slow_streaming_body_not_cut_by_deadlines(bin: &Path) {
         route("all", "/", "up")
     );
     let gw = Gateway::start(bin, &config(&[("up", up.addr)], &routes));
+    get_whole_after(
+        &gw,
+        "/stream",
+        "c0c1c2c3c4c5",
+        700,
+        "streamed past the total budget",
+    );
+}
+
+/// `GET path` answers 200 with the whole `body`, taking at least `ms` (`why` says why).
+fn get_whole_after(gw: &Gateway, path: &str, body: &str, ms: u64, why: &str) {
     let t = Instant::now();
     let mut c = Client::connect(gw.addr).unwrap();
-    let r = c.get("/stream", &[]).unwrap();
+    let r = c.get(path, &[]).unwrap();
     assert_eq!(r.status, 200, "{r:?}");
     assert!(!r.truncated, "body cut: {r:?}");
-    assert_eq!(r.text(), "c0c1c2c3c4c5");
-    assert!(
-        t.elapsed() >= Duration::from_millis(700),
-        "streamed past the total budget"
-    );
+    assert_eq!(r.text(), body);
+    assert!(t.elapsed() >= Duration::from_millis(ms), "{why}");
 }
 
 /// The per-try timeout ends with the response head: a body that pauses for longer than
@@ -1514,15 +1492,12 @@ pub fn body_pause_beyond_per_try_streams_until_idle_timeout(bin: &Path) {
     let server = "idle_timeout = \"400ms\"";
     let gw = Gateway::start(bin, &config_with(&[("up", up.addr)], &routes, server));
 
-    let t = Instant::now();
-    let mut c = Client::connect(gw.addr).unwrap();
-    let r = c.get("/pause", &[]).unwrap();
-    assert_eq!(r.status, 200, "{r:?}");
-    assert!(!r.truncated, "body cut: {r:?}");
-    assert_eq!(r.text(), "abc");
-    assert!(
-        t.elapsed() >= Duration::from_millis(500),
-        "both pauses were streamed through"
+    get_whole_after(
+        &gw,
+        "/pause",
+        "abc",
+        500,
+        "both pauses were streamed through",
     );
 
     let t = Instant::now();
@@ -1741,22 +1716,7 @@ pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path)
     let r = client::get(gw.addr, "/echo", &[&format!("authorization: Bearer {bob}")]);
     assert_eq!(r.status, 200, "bob has his own budget: {r:?}");
 
-    let m = metrics_when(
-        &gw,
-        &[
-            ("weir_auth_total{route=\"api\",result=\"ok\"}", 4.0),
-            ("weir_auth_total{route=\"api\",result=\"missing\"}", 4.0),
-            (
-                "weir_auth_total{route=\"api\",result=\"invalid_token\"}",
-                4.0,
-            ),
-            (
-                "weir_auth_total{route=\"api\",result=\"insufficient_scope\"}",
-                4.0,
-            ),
-        ],
-    );
-    for (series, v) in [
+    let auth = [
         ("weir_auth_total{route=\"api\",result=\"ok\"}", 4.0),
         ("weir_auth_total{route=\"api\",result=\"missing\"}", 4.0),
         (
@@ -1767,11 +1727,13 @@ pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path)
             "weir_auth_total{route=\"api\",result=\"insufficient_scope\"}",
             4.0,
         ),
-        (
-            "weir_requests_total{route=\"api\",outcome=\"rate_limited\"}",
-            1.0,
-        ),
-    ] {
+    ];
+    let m = metrics_when(&gw, &auth);
+    let limited = (
+        "weir_requests_total{route=\"api\",outcome=\"rate_limited\"}",
+        1.0,
+    );
+    for (series, v) in auth.into_iter().chain([limited]) {
         assert_eq!(metric(&m, series), Some(v), "{series}:\n{m}");
     }
     let log = wait_for_log(

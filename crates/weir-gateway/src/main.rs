@@ -65,13 +65,10 @@ fn run(cli: Cli<GatewayFlags>) -> Result<ExitCode, String> {
         engine,
         demo: demo_guard,
         ..
-    } = match weir_cli::prepare(&cli)? {
+    } = match weir_cli::start_up(&cli, "weir-gateway", weir_redis::attach)? {
         Ready::Checked(code) => return Ok(code),
         Ready::Serve(s) => s,
     };
-    // `[store] kind = "redis"`: global limits (connects lazily; see "Global limits").
-    let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
-    weir_cli::reload_on_sighup("weir-gateway", engine.clone())?;
     let settings = engine.server();
     let workers = match settings.workers {
         0 => thread::available_parallelism().map_or(1, |n| n.get()),

@@ -6,6 +6,7 @@
 //! names a key path and looks its span up in the parsed document ([`Ctx::line_for`]), so
 //! it reads the same as a serde error.
 
+use crate::attempt::ResultSet;
 use crate::dur::Dur;
 use std::net::SocketAddr;
 use toml::Spanned;
@@ -127,6 +128,59 @@ impl Ctx<'_> {
 }
 
 pub(crate) type R<T> = Result<T, ConfigError>;
+
+/// Declares a table of the file model: a `Deserialize` struct that refuses unknown keys
+/// (`deny_unknown_fields`), with `Debug` and every field `pub`. Attributes before the name
+/// (docs, `#[derive(Default)]`) and before a field (`#[serde(default)]`, ...) are kept.
+/// Defaults and checks belong to the compile steps, not here.
+macro_rules! file_table {
+    ($(#[$attr:meta])* $name:ident { $($(#[$field_attr:meta])* $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$attr])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $name {
+            $($(#[$field_attr])* pub $field: $ty,)*
+        }
+    };
+}
+pub(crate) use file_table;
+
+/// The list of result names at `key` (`default` when not given) as a [`ResultSet`]; an
+/// unknown name is an error at `key[j]` reading `unknown {what} "name": expected {known}`.
+pub(crate) fn result_set(
+    ctx: &Ctx<'_>,
+    key: &str,
+    names: Option<Vec<String>>,
+    default: &[&str],
+    (what, known): (&str, &str),
+) -> R<ResultSet> {
+    let names = names.unwrap_or_else(|| default.iter().copied().map(String::from).collect());
+    ResultSet::parse(&names).map_err(|bad| {
+        let j = names.iter().position(|x| *x == bad).unwrap_or(0);
+        ctx.err(
+            format!("{key}[{j}]"),
+            format!("unknown {what} {bad:?}: expected {known}"),
+        )
+    })
+}
+
+/// The error at `key` for a name that refers to nothing: `unknown {what} "{name}"
+/// (known: a, b)`, or `(known: none)`.
+pub(crate) fn unknown_name<'k>(
+    ctx: &Ctx<'_>,
+    key: String,
+    what: &str,
+    name: &str,
+    known: impl Iterator<Item = &'k str>,
+) -> ConfigError {
+    let known: Vec<&str> = known.collect();
+    let known = if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    };
+    ctx.err(key, format!("unknown {what} {name:?} (known: {known})"))
+}
 
 /// A weir-core parameter error as a config error at `{prefix}.{field}` (`key_of` maps
 /// the core's field name to the config spelling).

@@ -35,6 +35,15 @@ pub trait Headers {
     }
 }
 
+/// The credential of an `Authorization: Bearer <token>` header (scheme case-insensitive,
+/// white space around the token trimmed; the token may be empty). The auth step and the
+/// admin API's token check read it alike.
+pub(crate) fn bearer_token(headers: &dyn Headers) -> Option<&str> {
+    let h = core::str::from_utf8(headers.get("authorization")?).ok()?;
+    let (scheme, rest) = h.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
 impl Headers for [(&str, &str)] {
     fn get(&self, name: &str) -> Option<&[u8]> {
         self.iter()

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use weir_core::{Clock, ManualClock, Nanos};
+use weir_policy::config::writer::{ConfigText, Value as Toml};
 use weir_policy::*;
 
 mod common;
@@ -141,6 +142,19 @@ impl Sim {
     fn metrics(&self) -> String {
         String::from_utf8(self.engine.admin("GET", "/metrics").body).unwrap()
     }
+
+    /// Whether `/metrics` has this line (or this text).
+    fn has_metric(&self, line: &str) -> bool {
+        self.metrics().contains(line)
+    }
+
+    /// The same simulation with `store` as the engine's global store.
+    fn with_store(self, store: &Arc<FakeStore>) -> Sim {
+        Sim {
+            engine: self.engine.with_store(store.clone()),
+            ..self
+        }
+    }
 }
 
 const UPSTREAMS: &str = r#"
@@ -161,6 +175,20 @@ fn cfg(routes: &str) -> String {
     format!("{UPSTREAMS}{routes}")
 }
 
+/// A route `id` for the paths under `prefix`, to the one upstream.
+fn route(id: &str, prefix: &str) -> ConfigText {
+    ConfigText::new().route(id, prefix, "blue")
+}
+
+/// Route `ok`: a token bucket of 2 per minute, burst 2; its `key` and scope follow.
+fn two_per_minute() -> ConfigText {
+    route("ok", "/ok")
+        .rate_limit("token_bucket")
+        .set("rate", 2)
+        .set("per", "60s")
+        .set("burst", 2)
+}
+
 /// A fake shared store: admits the first `limit` units per key; can fail or hang.
 #[derive(Default)]
 struct FakeStore {
@@ -169,6 +197,16 @@ struct FakeStore {
     fail: AtomicBool,
     hang: AtomicBool,
     keys: Mutex<Vec<String>>,
+}
+
+impl FakeStore {
+    /// A store admitting `limit` units per key.
+    fn admitting(limit: u64) -> Arc<FakeStore> {
+        Arc::new(FakeStore {
+            limit,
+            ..FakeStore::default()
+        })
+    }
 }
 
 impl GlobalStore for FakeStore {
@@ -205,37 +243,21 @@ impl GlobalStore for FakeStore {
     }
 }
 
-const GLOBAL_OK: &str = r#"
-[[routes]]
-id = "ok"
-match = { path_prefix = "/ok" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 2
-per = "60s"
-burst = 2
-key = ["route", "header:x-consumer-id"]
-scope = "global"
-on_store_error = "deny"
-"#;
+fn global_ok() -> String {
+    two_per_minute()
+        .set("key", &["route", "header:x-consumer-id"])
+        .set("scope", "global")
+        .set("on_store_error", "deny")
+        .render()
+}
 
 #[test]
 fn replicas_share_a_global_limit() {
-    let store = Arc::new(FakeStore {
-        limit: 2,
-        ..FakeStore::default()
-    });
-    let a = sim(&cfg(GLOBAL_OK));
-    let b = a.replica(&cfg(GLOBAL_OK));
-    let a = Sim {
-        engine: a.engine.with_store(store.clone()),
-        ..a
-    };
-    let b = Sim {
-        engine: b.engine.with_store(store.clone()),
-        ..b
-    };
+    let store = FakeStore::admitting(2);
+    let a = sim(&cfg(&global_ok()));
+    let b = a.replica(&cfg(&global_ok()));
+    let a = a.with_store(&store);
+    let b = b.with_store(&store);
     let h = [("x-consumer-id", "alice")];
     let mut statuses = Vec::new();
     for i in 0..4 {
@@ -263,15 +285,9 @@ fn replicas_share_a_global_limit() {
 
 #[test]
 fn store_failure_is_explicit_deny() {
-    let store = Arc::new(FakeStore {
-        limit: 100,
-        ..FakeStore::default()
-    });
-    let s = sim(&cfg(GLOBAL_OK));
-    let s = Sim {
-        engine: s.engine.with_store(store.clone()),
-        ..s
-    };
+    let store = FakeStore::admitting(100);
+    let s = sim(&cfg(&global_ok()));
+    let s = s.with_store(&store);
     let h = [("x-consumer-id", "c")];
     store.fail.store(true, Ordering::SeqCst);
     let o = s.run("GET", "/ok", &h, |_| Up::Status(200, 1));
@@ -289,15 +305,13 @@ fn store_failure_is_explicit_deny() {
     let o = s.run("GET", "/ok", &h, |_| Up::Status(200, 1));
     assert_eq!(o.status, 200);
     assert!(
-        s.metrics().contains(
-            "weir_requests_total{route=\"ok\",outcome=\"ratelimit_store_unavailable\"} 2"
-        )
+        s.has_metric("weir_requests_total{route=\"ok\",outcome=\"ratelimit_store_unavailable\"} 2")
     );
 }
 
 #[test]
 fn store_failure_fail_open_is_marked_and_counted() {
-    let s = sim(&cfg(&GLOBAL_OK.replace("\"deny\"", "\"allow\"")));
+    let s = sim(&cfg(&global_ok().replace("\"deny\"", "\"allow\"")));
     // No store installed at all behaves as a failing store.
     let o = s.run("GET", "/ok", &[("x-consumer-id", "c")], |_| {
         Up::Status(200, 1)
@@ -305,24 +319,15 @@ fn store_failure_fail_open_is_marked_and_counted() {
     assert_eq!(o.status, 200);
     assert_eq!(o.h("x-weir-ratelimit"), Some("bypassed"));
     assert_eq!(o.upstream_calls, 1);
-    assert!(
-        s.metrics()
-            .contains("weir_ratelimit_bypassed_total{route=\"ok\"} 1")
-    );
+    assert!(s.has_metric("weir_ratelimit_bypassed_total{route=\"ok\"} 1"));
 }
 
 #[test]
 fn fail_open_expires_after_allow_for_with_bypass_evidence() {
-    let toml = GLOBAL_OK.replace("\"deny\"", "\"allow\"\nallow_for = \"1s\"");
-    let store = Arc::new(FakeStore {
-        limit: 2,
-        ..FakeStore::default()
-    });
+    let toml = global_ok().replace("\"deny\"", "\"allow\"\nallow_for = \"1s\"");
+    let store = FakeStore::admitting(2);
     let s = sim(&cfg(&toml));
-    let s = Sim {
-        engine: s.engine.with_store(store.clone()),
-        ..s
-    };
+    let s = s.with_store(&store);
     let go = |who: &str| {
         s.run("GET", "/ok", &[("x-consumer-id", who)], |_| {
             Up::Status(200, 1)
@@ -382,30 +387,33 @@ fn fail_open_expires_after_allow_for_with_bypass_evidence() {
     assert_eq!(all["episodes"].as_array().map(Vec::len), Some(2), "{all}");
 }
 
-const FLAKY: &str = r#"
-[[routes]]
-id = "flaky"
-match = { path_prefix = "/flaky" }
-upstream = "blue"
-[routes.timeouts]
-total = "2s"
-per_try = "500ms"
-[routes.retry]
-max_attempts = 3
-backoff = { base = "25ms", max = "250ms", jitter = "none" }
-
-[[routes]]
-id = "orders"
-match = { path_prefix = "/orders", methods = ["POST"] }
-upstream = "blue"
-[routes.retry]
-max_attempts = 2
-on = ["503"]
-"#;
+fn flaky() -> String {
+    route("flaky", "/flaky")
+        .table("routes.timeouts")
+        .set("total", "2s")
+        .set("per_try", "500ms")
+        .table("routes.retry")
+        .set("max_attempts", 3)
+        .set(
+            "backoff",
+            Toml::Raw(r#"{ base = "25ms", max = "250ms", jitter = "none" }"#),
+        )
+        .table("[[routes]]")
+        .set("id", "orders")
+        .set(
+            "match",
+            Toml::Raw(r#"{ path_prefix = "/orders", methods = ["POST"] }"#),
+        )
+        .set("upstream", "blue")
+        .table("routes.retry")
+        .set("max_attempts", 2)
+        .set("on", &["503"])
+        .render()
+}
 
 #[test]
 fn retries_need_an_idempotent_request() {
-    let s = sim(&cfg(FLAKY));
+    let s = sim(&cfg(&flaky()));
     let first_503 = |n: u32| {
         if n == 1 {
             Up::Status(503, 5)
@@ -440,20 +448,13 @@ fn retries_need_an_idempotent_request() {
 
 #[test]
 fn connect_failures_become_502_or_fallback() {
-    let routes = r#"
-[[routes]]
-id = "dead"
-match = { path_prefix = "/dead" }
-upstream = "blue"
-[[routes]]
-id = "soft"
-match = { path_prefix = "/soft" }
-upstream = "blue"
-[routes.fallback]
-status = 200
-body = '{"degraded":true}'
-"#;
-    let s = sim(&cfg(routes));
+    let routes = route("dead", "/dead")
+        .route("soft", "/soft", "blue")
+        .table("routes.fallback")
+        .set("status", 200)
+        .set("body", r#"{"degraded":true}"#)
+        .render();
+    let s = sim(&cfg(&routes));
     let o = s.run("GET", "/dead", &[], |_| Up::Refused);
     assert_eq!(o.status, 502);
     assert_eq!(o.reason(), Some("upstream_unavailable"));
@@ -467,24 +468,25 @@ body = '{"degraded":true}'
     assert_eq!(o.body, br#"{"degraded":true}"#);
 }
 
-const SLOW: &str = r#"
-[[routes]]
-id = "slow"
-match = { path_prefix = "/slow" }
-upstream = "blue"
-[routes.timeouts]
-total = "500ms"
-per_try = "200ms"
-min_try = "10ms"
-[routes.retry]
-max_attempts = 2
-on = ["per_try_timeout"]
-backoff = { base = "25ms", max = "25ms", jitter = "none" }
-"#;
+fn slow() -> String {
+    route("slow", "/slow")
+        .table("routes.timeouts")
+        .set("total", "500ms")
+        .set("per_try", "200ms")
+        .set("min_try", "10ms")
+        .table("routes.retry")
+        .set("max_attempts", 2)
+        .set("on", &["per_try_timeout"])
+        .set(
+            "backoff",
+            Toml::Raw(r#"{ base = "25ms", max = "25ms", jitter = "none" }"#),
+        )
+        .render()
+}
 
 #[test]
 fn per_try_inside_total() {
-    let s = sim(&cfg(SLOW));
+    let s = sim(&cfg(&slow()));
     let o = s.run("GET", "/slow", &[], |_| Up::Status(200, 350));
     assert_eq!(o.status, 504);
     assert_eq!(o.reason(), Some("per_try_timeout"));
@@ -493,7 +495,7 @@ fn per_try_inside_total() {
     assert!(o.elapsed_ms <= 500);
 
     // With more attempts the last try is cut by the total budget: deadline_exceeded at 500.
-    let s = sim(&cfg(&SLOW.replace("max_attempts = 2", "max_attempts = 5")));
+    let s = sim(&cfg(&slow().replace("max_attempts = 2", "max_attempts = 5")));
     let o = s.run("GET", "/slow", &[], |_| Up::Status(200, 350));
     assert_eq!(o.status, 504);
     assert_eq!(o.reason(), Some("deadline_exceeded"));
@@ -505,44 +507,29 @@ fn per_try_inside_total() {
     assert_eq!(o.status, 200);
 }
 
-const KEYED: &str = r#"
-[[routes]]
-id = "keyed"
-match = { path_prefix = "/keyed" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 100
-per = "1s"
-key = ["header:x-consumer-id"]
-max_key_bytes = 8
-
-[[routes]]
-id = "lax"
-match = { path_prefix = "/lax" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 100
-per = "1s"
-key = ["header:x-consumer-id"]
-deny_empty_key = false
-
-[[routes]]
-id = "shadowed"
-match = { path_prefix = "/shadowed" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 100
-per = "1s"
-key = ["header:x-consumer-id"]
-mode = "shadow"
-"#;
+/// Routes `keyed`, `lax` and `shadowed`: 100 per second per consumer id, each with one
+/// more key (`max_key_bytes = 8`, `deny_empty_key = false`, `mode = "shadow"`).
+fn keyed() -> String {
+    [
+        ("keyed", "max_key_bytes", Toml::Int(8)),
+        ("lax", "deny_empty_key", Toml::Raw("false")),
+        ("shadowed", "mode", Toml::Str("shadow")),
+    ]
+    .into_iter()
+    .fold(ConfigText::new(), |c, (id, key, value)| {
+        c.route(id, &format!("/{id}"), "blue")
+            .rate_limit("token_bucket")
+            .set("rate", 100)
+            .set("per", "1s")
+            .set("key", &["header:x-consumer-id"])
+            .set(key, value)
+    })
+    .render()
+}
 
 #[test]
 fn descriptor_outcomes() {
-    let s = sim(&cfg(KEYED));
+    let s = sim(&cfg(&keyed()));
     let o = s.run("GET", "/keyed", &[], |_| Up::Status(200, 1));
     assert_eq!((o.status, o.reason()), (403, Some("empty_key")));
     assert_eq!(o.upstream_calls, 0);
@@ -559,15 +546,12 @@ fn descriptor_outcomes() {
     // Shadow: would-reject is counted, the request passes.
     let o = s.run("GET", "/shadowed", &[], |_| Up::Status(200, 1));
     assert_eq!(o.status, 200);
-    assert!(
-        s.metrics()
-            .contains("weir_shadow_rejections_total{route=\"shadowed\"} 1")
-    );
+    assert!(s.has_metric("weir_shadow_rejections_total{route=\"shadowed\"} 1"));
 }
 
 #[test]
 fn ids_instance_and_no_route() {
-    let s = sim(&cfg(FLAKY));
+    let s = sim(&cfg(&flaky()));
     let o = s.run("GET", "/nowhere", &[("x-request-id", "abc-123")], |_| {
         Up::Status(200, 1)
     });
@@ -584,10 +568,7 @@ fn ids_instance_and_no_route() {
     let rid = o.h("x-request-id").unwrap();
     assert!(rid != "bad id" && rid.len() == 32, "{rid}");
     assert_eq!(o.h("x-weir-instance"), Some("gw-a"));
-    assert!(
-        s.metrics()
-            .contains("weir_requests_total{route=\"-\",outcome=\"no_route\"} 1")
-    );
+    assert!(s.has_metric("weir_requests_total{route=\"-\",outcome=\"no_route\"} 1"));
     let r = s.engine.reject_malformed(Outcome::HeadersTooLarge, None);
     assert_eq!(r.status, 431);
     assert_eq!(r.header("x-weir-reason"), Some("headers_too_large"));
@@ -595,7 +576,7 @@ fn ids_instance_and_no_route() {
 
 #[test]
 fn metrics_expose_every_family_at_start_up() {
-    let s = sim(&cfg(FLAKY));
+    let s = sim(&cfg(&flaky()));
     let m = s.metrics();
     for f in FAMILIES {
         assert!(m.contains(&format!("# TYPE {f} ")), "missing {f}\n{m}");
@@ -607,7 +588,7 @@ fn metrics_expose_every_family_at_start_up() {
 fn admin_api() {
     let (dir, _) = common::scratch_log("admin");
     let path = dir.join("gateway.toml");
-    std::fs::write(&path, cfg(FLAKY)).unwrap();
+    std::fs::write(&path, cfg(&flaky())).unwrap();
     let e = Engine::load(&path).unwrap();
     assert_eq!(e.admin("GET", "/healthz").status, 200);
     assert_eq!(e.admin("GET", "/nope").status, 404);
@@ -625,7 +606,7 @@ fn admin_api() {
     );
     std::fs::write(
         &path,
-        cfg(FLAKY).replace("max_attempts = 3", "max_attempts = 0"),
+        cfg(&flaky()).replace("max_attempts = 3", "max_attempts = 0"),
     )
     .unwrap();
     let r = e.admin("POST", "/admin/reload");
@@ -646,7 +627,7 @@ fn admin_api() {
 #[test]
 fn access_log_records_the_decision() {
     let (_, log) = common::scratch_log("log-sc");
-    let text = cfg(&format!("{FLAKY}{KEYED}")).replace(
+    let text = cfg(&format!("{}{}", flaky(), keyed())).replace(
         "access = \"off\"",
         &format!("access = {:?}", log.display().to_string()),
     );
@@ -707,18 +688,9 @@ fn access_log_records_the_decision() {
 
 // ---- local limiters and the breaker (weir-core) ----------------------------------------
 
-const LOCAL_OK: &str = r#"
-[[routes]]
-id = "ok"
-match = { path_prefix = "/ok" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 2
-per = "60s"
-burst = 2
-key = ["route"]
-"#;
+fn local_ok() -> String {
+    two_per_minute().set("key", &["route"]).render()
+}
 
 /// The one sliding-log cap (`weir_core::MAX_SLIDING_LOG_LIMIT`) holds for local routes
 /// too: a log of 2000 events (above the 1024-entry local ring) is exact, and 32769 is an
@@ -726,9 +698,11 @@ key = ["route"]
 #[test]
 fn local_sliding_log_up_to_the_one_cap() {
     let route = |limit: u64| {
-        format!(
-            "[[routes]]\nid = \"log\"\nmatch = {{ path_prefix = \"/log\" }}\nupstream = \"blue\"\n[routes.rate_limit]\nalgorithm = \"sliding_log\"\nlimit = {limit}\nwindow = \"60s\"\n"
-        )
+        route("log", "/log")
+            .rate_limit("sliding_log")
+            .set("limit", Toml::Raw(&limit.to_string()))
+            .set("window", "60s")
+            .render()
     };
     let s = sim(&cfg(&route(2000)));
     for i in 0..2000 {
@@ -750,8 +724,8 @@ fn local_sliding_log_up_to_the_one_cap() {
 
 #[test]
 fn replicas_multiply_local_limits() {
-    let a = sim(&cfg(LOCAL_OK));
-    let b = a.replica(&cfg(LOCAL_OK));
+    let a = sim(&cfg(&local_ok()));
+    let b = a.replica(&cfg(&local_ok()));
     let mut ok = 0;
     for i in 0..8 {
         let s = if i % 2 == 0 { &a } else { &b };
@@ -770,39 +744,45 @@ fn replicas_multiply_local_limits() {
 #[test]
 
 fn reload_keeps_state_of_unchanged_policies() {
-    let s = sim(&cfg(LOCAL_OK));
+    let s = sim(&cfg(&local_ok()));
     assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
     assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
     let rev = s
         .engine
-        .reload_from_toml(&cfg(&format!("{LOCAL_OK}{FLAKY}")), "t.toml")
+        .reload_from_toml(&cfg(&format!("{}{}", local_ok(), flaky())), "t.toml")
         .unwrap();
     assert_eq!(rev, 2);
     assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 429);
     // Changed parameters: fresh state.
     s.engine
-        .reload_from_toml(&cfg(&LOCAL_OK.replace("burst = 2", "burst = 3")), "t.toml")
+        .reload_from_toml(
+            &cfg(&local_ok().replace("burst = 2", "burst = 3")),
+            "t.toml",
+        )
         .unwrap();
     assert_eq!(s.run("GET", "/ok", &[], |_| Up::Status(200, 1)).status, 200);
 }
 
-#[test]
+/// Route `b` tripping after `consecutive_failures`, 5 s first cooldown, one probe.
+fn breaker(consecutive_failures: i64) -> ConfigText {
+    route("b", "/b")
+        .table("routes.breaker")
+        .set("consecutive_failures", consecutive_failures)
+        .set(
+            "cooldown",
+            Toml::Raw("{ base = \"5s\", max = \"60s\", multiplier = 2.0, jitter = 0.0 }"),
+        )
+        .set("half_open", Toml::Raw("{ probes = 1, successes = 1 }"))
+}
 
+#[test]
 fn breaker_three_phases_with_fallback() {
-    let routes = r#"
-[[routes]]
-id = "b"
-match = { path_prefix = "/b" }
-upstream = "blue"
-[routes.breaker]
-consecutive_failures = 3
-cooldown = { base = "5s", max = "60s", multiplier = 2.0, jitter = 0.0 }
-half_open = { probes = 1, successes = 1 }
-[routes.fallback]
-status = 200
-body = "degraded"
-"#;
-    let s = sim(&cfg(routes));
+    let routes = breaker(3)
+        .table("routes.fallback")
+        .set("status", 200)
+        .set("body", "degraded")
+        .render();
+    let s = sim(&cfg(&routes));
     for _ in 0..3 {
         assert_eq!(s.run("GET", "/b", &[], |_| Up::Status(500, 1)).status, 500);
     }
@@ -895,27 +875,29 @@ fn proxy_ok(flow: &mut Flow) -> Vec<(&'static str, String)> {
     }
 }
 
+/// On `/q`: A admitted (holding the only permit), B and C begun behind it, not yet polled.
+fn holder_and_two_more(s: &Sim, timer: &ClockTimer) -> (Flow, Flow, Flow) {
+    let mut a = begin(s, "/q", &[]);
+    admitted_now(&mut a, timer);
+    (a, begin(s, "/q", &[]), begin(s, "/q", &[]))
+}
+
 fn reason(r: &GatewayResponse) -> Option<&str> {
     r.header("x-weir-reason")
 }
 
 #[test]
 fn micro_burst_is_shaped_by_a_leaky_bucket() {
-    let routes = r#"
-[[routes]]
-id = "shaped"
-match = { path_prefix = "/shaped" }
-upstream = "blue"
-[routes.timeouts]
-total = "2s"
-[routes.rate_limit]
-algorithm = "leaky_bucket"
-rate = 10
-per = "1s"
-burst = 5
-delay = 1
-"#;
-    let s = sim(&cfg(routes));
+    let routes = route("shaped", "/shaped")
+        .table("routes.timeouts")
+        .set("total", "2s")
+        .rate_limit("leaky_bucket")
+        .set("rate", 10)
+        .set("per", "1s")
+        .set("burst", 5)
+        .set("delay", 1)
+        .render();
+    let s = sim(&cfg(&routes));
     let timer = ClockTimer(s.clock.clone());
     let t0 = s.clock.now();
     // Ten requests arrive in the same instant.
@@ -977,41 +959,33 @@ delay = 1
     assert!(m.contains("weir_requests_total{route=\"shaped\",outcome=\"proxied\"} 6"));
 }
 
-const QUEUED: &str = r#"
-[[routes]]
-id = "q"
-match = { path_prefix = "/q" }
-upstream = "blue"
-[routes.timeouts]
-total = "2s"
-[routes.concurrency]
-max = 1
-queue = 1
-queue_timeout = "100ms"
-
-[[routes]]
-id = "qd"
-match = { path_prefix = "/deadline" }
-upstream = "blue"
-[routes.timeouts]
-total = "50ms"
-[routes.concurrency]
-max = 1
-queue = 4
-queue_timeout = "1s"
-"#;
+/// Routes `q` (total 2s, one permit, queue 1 for 100ms) and `qd` (`/deadline`: total 50ms,
+/// one permit, queue 4 for 1s).
+fn queued() -> String {
+    [
+        ("q", "/q", "2s", 1, "100ms"),
+        ("qd", "/deadline", "50ms", 4, "1s"),
+    ]
+    .into_iter()
+    .fold(ConfigText::new(), |c, (id, prefix, total, queue, wait)| {
+        c.route(id, prefix, "blue")
+            .table("routes.timeouts")
+            .set("total", total)
+            .table("routes.concurrency")
+            .set("max", 1)
+            .set("queue", queue)
+            .set("queue_timeout", wait)
+    })
+    .render()
+}
 
 #[test]
 fn concurrency_queue_full_timeout_and_handoff() {
-    let s = sim(&cfg(QUEUED));
+    let s = sim(&cfg(&queued()));
     let timer = ClockTimer(s.clock.clone());
 
-    // A holds the only permit.
-    let mut a = begin(&s, "/q", &[]);
-    admitted_now(&mut a, &timer);
-    // B waits in the queue (length 1).
-    let mut b = begin(&s, "/q", &[]);
-    let mut c = begin(&s, "/q", &[]);
+    // A holds the only permit; B waits in the queue (length 1).
+    let (mut a, mut b, mut c) = holder_and_two_more(&s, &timer);
     {
         let mut fb = Box::pin(b.admit(&timer));
         assert!(poll_once(fb.as_mut()).is_pending(), "B queued");
@@ -1072,12 +1046,9 @@ fn concurrency_queue_full_timeout_and_handoff() {
 
 #[test]
 fn a_dropped_waiter_passes_the_permit_on() {
-    let s = sim(&cfg(&QUEUED.replace("queue = 1\n", "queue = 2\n")));
+    let s = sim(&cfg(&queued().replace("queue = 1\n", "queue = 2\n")));
     let timer = ClockTimer(s.clock.clone());
-    let mut a = begin(&s, "/q", &[]);
-    admitted_now(&mut a, &timer);
-    let mut b = begin(&s, "/q", &[]);
-    let mut c = begin(&s, "/q", &[]);
+    let (a, mut b, mut c) = holder_and_two_more(&s, &timer);
     let mut fb = Box::pin(b.admit(&timer));
     let mut fc = Box::pin(c.admit(&timer));
     assert!(poll_once(fb.as_mut()).is_pending());
@@ -1088,34 +1059,28 @@ fn a_dropped_waiter_passes_the_permit_on() {
     assert!(proceeds(poll_once(fc.as_mut())));
 }
 
-const OVERFLOW: &str = r#"
-[[routes]]
-id = "k"
-match = { path_prefix = "/k" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "token_bucket"
-rate = 1
-per = "60s"
-burst = 1
-key = ["header:x-consumer-id"]
-max_keys = 2
-
-[[routes]]
-id = "w"
-match = { path_prefix = "/w" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "fixed_window"
-limit = 1
-window = "60s"
-key = ["header:x-consumer-id"]
-max_keys = 2
-"#;
+/// Routes `k` (token bucket) and `w` (fixed window): one per minute per consumer id,
+/// two keys at most.
+fn overflow() -> String {
+    route("k", "/k")
+        .rate_limit("token_bucket")
+        .set("rate", 1)
+        .set("per", "60s")
+        .set("burst", 1)
+        .set("key", &["header:x-consumer-id"])
+        .set("max_keys", 2)
+        .route("w", "/w", "blue")
+        .rate_limit("fixed_window")
+        .set("limit", 1)
+        .set("window", "60s")
+        .set("key", &["header:x-consumer-id"])
+        .set("max_keys", 2)
+        .render()
+}
 
 #[test]
 fn keyed_state_overflow_never_refreshes_an_exhausted_key() {
-    let s = sim(&cfg(OVERFLOW));
+    let s = sim(&cfg(&overflow()));
     for route in ["k", "w"] {
         let path = format!("/{route}");
         let go = |who: &str| {
@@ -1144,17 +1109,7 @@ fn keyed_state_overflow_never_refreshes_an_exhausted_key() {
 
 #[test]
 fn breaker_metrics_and_admin_view() {
-    let routes = r#"
-[[routes]]
-id = "b"
-match = { path_prefix = "/b" }
-upstream = "blue"
-[routes.breaker]
-consecutive_failures = 2
-cooldown = { base = "5s", max = "60s", multiplier = 2.0, jitter = 0.0 }
-half_open = { probes = 1, successes = 1 }
-"#;
-    let s = sim(&cfg(routes));
+    let s = sim(&cfg(&breaker(2).render()));
     let state = |s: &Sim| -> serde_json::Value {
         let r = s.engine.admin("GET", "/admin/breakers");
         assert_eq!(r.status, 200);
@@ -1212,35 +1167,20 @@ half_open = { probes = 1, successes = 1 }
 
 #[test]
 fn ratelimit_fields_for_windows() {
-    let routes = r#"
-[[routes]]
-id = "fw"
-match = { path_prefix = "/fw" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "fixed_window"
-limit = 3
-window = "10s"
-
-[[routes]]
-id = "log"
-match = { path_prefix = "/log" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "sliding_log"
-limit = 2
-window = "10s"
-
-[[routes]]
-id = "sw"
-match = { path_prefix = "/sw" }
-upstream = "blue"
-[routes.rate_limit]
-algorithm = "sliding_window"
-limit = 2
-window = "10s"
-"#;
-    let s = sim(&cfg(routes));
+    let routes = [
+        ("fw", "fixed_window", 3),
+        ("log", "sliding_log", 2),
+        ("sw", "sliding_window", 2),
+    ]
+    .into_iter()
+    .fold(ConfigText::new(), |c, (id, algorithm, limit)| {
+        c.route(id, &format!("/{id}"), "blue")
+            .rate_limit(algorithm)
+            .set("limit", limit)
+            .set("window", "10s")
+    })
+    .render();
+    let s = sim(&cfg(&routes));
     let get = |p: &str| s.run("GET", p, &[], |_| Up::Status(200, 0));
     let fields = |o: &Out| {
         (
@@ -1293,7 +1233,7 @@ window = "10s"
 
 #[test]
 fn frontend_rejection_after_begin_counts_once_under_the_route() {
-    let s = sim(&cfg(FLAKY));
+    let s = sim(&cfg(&flaky()));
     let timer = ManualTimer(s.clock.clone());
     let mut flow = begin(&s, "/flaky", &[("x-request-id", "bad-body-1")]);
     assert!(matches!(__block_on(flow.admit(&timer)), Admission::Proceed));

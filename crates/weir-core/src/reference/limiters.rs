@@ -71,22 +71,19 @@ impl RationalGcra {
         }
         let ahead = self.ahead(now);
         let inc = cost as u128 * self.per;
-        Ok(if ahead + inc <= self.w() {
-            let (remaining, reset_after) = self.levels(ahead + inc);
-            Decision {
-                verdict: Verdict::Admit,
-                remaining,
-                retry_after: Nanos::ZERO,
-                reset_after,
-            }
+        // Admitted: the levels after the increment; refused: the levels as they are.
+        let (verdict, level, retry_after) = if ahead + inc <= self.w() {
+            (Verdict::Admit, ahead + inc, Nanos::ZERO)
         } else {
-            let (remaining, reset_after) = self.levels(ahead);
-            Decision {
-                verdict: Verdict::Reject,
-                remaining,
-                retry_after: sat((ahead + inc - self.w()).div_ceil(self.rate)),
-                reset_after,
-            }
+            let wait = sat((ahead + inc - self.w()).div_ceil(self.rate));
+            (Verdict::Reject, ahead, wait)
+        };
+        let (remaining, reset_after) = self.levels(level);
+        Ok(Decision {
+            verdict,
+            remaining,
+            retry_after,
+            reset_after,
         })
     }
     /// Acquire.

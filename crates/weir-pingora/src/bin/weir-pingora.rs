@@ -27,13 +27,10 @@ fn start(cli: Cli<NoFlags>) -> Result<ExitCode, String> {
         engine,
         config,
         demo,
-    } = match weir_cli::prepare(&cli)? {
+    } = match weir_cli::start_up(&cli, "weir-pingora", weir_redis::attach)? {
         Ready::Checked(code) => return Ok(code),
         Ready::Serve(s) => s,
     };
-    // `[store] kind = "redis"`: global limits (connects lazily).
-    let engine = weir_redis::attach(engine).map_err(|e| format!("store: {e}"))?;
-    weir_cli::reload_on_sighup("weir-pingora", engine.clone())?;
     let settings = engine.server();
     // Pingora binds in its service threads and retries a taken port for 30 s while the rest
     // of the process runs (the admin port answering, "serving" printed): check both ports

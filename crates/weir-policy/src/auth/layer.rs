@@ -8,7 +8,7 @@
 //! decryption with a private key), `sha2` (API-key and admin-token digests) and `subtle`
 //! (constant-time comparison of those digests).
 
-use crate::check::{Ctx, R, is_token};
+use crate::check::{Ctx, R, file_table, is_token, unknown_name};
 use crate::dur::Dur;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
@@ -19,29 +19,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// One `[[identities]]` entry from the file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawIdentity {
-    pub name: String,
-    pub kind: IdentityKind,
-    pub jwks: Option<String>,
-    pub secret_env: Option<String>,
-    pub algorithms: Option<Vec<String>>,
-    pub issuer: Option<String>,
-    pub audience: Option<String>,
-    pub leeway: Option<Dur>,
-    pub header: Option<String>,
-    pub keys: Option<String>,
+file_table! {
+    /// One `[[identities]]` entry from the file.
+    RawIdentity {
+        name: String,
+        kind: IdentityKind,
+        jwks: Option<String>,
+        secret_env: Option<String>,
+        algorithms: Option<Vec<String>>,
+        issuer: Option<String>,
+        audience: Option<String>,
+        leeway: Option<Dur>,
+        header: Option<String>,
+        keys: Option<String>,
+    }
 }
 
-/// `[routes.auth]` from the file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawAuth {
-    pub identity: String,
-    pub scopes: Option<Vec<String>>,
-    pub forward: Option<String>,
+file_table! {
+    /// `[routes.auth]` from the file.
+    RawAuth {
+        identity: String,
+        scopes: Option<Vec<String>>,
+        forward: Option<String>,
+    }
 }
 
 /// What kind of credential an identity verifies.
@@ -527,19 +527,9 @@ pub(crate) fn compile(
     ctx: &Ctx<'_>,
 ) -> R<AuthPolicy> {
     let Some(id) = identities.iter().find(|x| x.name == a.identity) else {
-        let known: Vec<&str> = identities.iter().map(|x| x.name.as_str()).collect();
-        return Err(ctx.err(
-            format!("{k}.identity"),
-            format!(
-                "unknown identity {:?} (known: {})",
-                a.identity,
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ),
-        ));
+        let known = identities.iter().map(|x| x.name.as_str());
+        let key = format!("{k}.identity");
+        return Err(unknown_name(ctx, key, "identity", &a.identity, known));
     };
     let scopes = a.scopes.unwrap_or_default();
     for (j, s) in scopes.iter().enumerate() {

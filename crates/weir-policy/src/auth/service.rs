@@ -13,7 +13,7 @@
 //! The credential is never stored, logged or echoed: failures carry only the outcome.
 
 use super::layer::{AuthPolicy, IdentityPolicy, Verifier};
-use crate::descriptor::Headers;
+use crate::descriptor::{Headers, bearer_token};
 use crate::outcome::Outcome;
 use jsonwebtoken::{Validation, decode, decode_header};
 use serde_json::{Map, Value};
@@ -324,14 +324,7 @@ pub(crate) fn authenticate(
     let id: &IdentityPolicy = &a.verifier;
     let v = match &*id.verifier {
         Verifier::Jwt { .. } => {
-            let bearer = headers
-                .get("authorization")
-                .and_then(|h| core::str::from_utf8(h).ok())
-                .and_then(|h| {
-                    let (scheme, rest) = h.trim().split_once(' ')?;
-                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-                })
-                .filter(|t| !t.is_empty());
+            let bearer = bearer_token(headers).filter(|t| !t.is_empty());
             let Some(token) = bearer else {
                 return Err(Failure {
                     outcome: Outcome::Unauthenticated,

@@ -2,9 +2,11 @@
 //! mapping to the core's breaker parameters.
 
 use crate::attempt::ResultSet;
-use crate::check::{Ctx, R, at_least_1, core_err, fraction, nonzero_dur_or};
+use crate::check::{
+    Ctx, R, at_least_1, core_err, file_table, fraction, nonzero_dur_or, result_set,
+};
 use crate::dur::Dur;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::time::Duration;
 use weir_core::retry_budget::ratio_ppm_from_f64;
 use weir_core::{BreakerConfig, ConfigError as CoreError, Cooldown, Nanos, SlowCall};
@@ -42,35 +44,38 @@ pub struct BreakerPolicy {
     pub ramp: Dur,
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBreaker {
-    pub failure_on: Option<Vec<String>>,
-    pub consecutive_failures: Option<u64>,
-    pub failure_rate: Option<f64>,
-    pub window: Option<u64>,
-    pub min_calls: Option<u64>,
-    pub slow_call: Option<Dur>,
-    pub slow_call_rate: Option<f64>,
-    pub cooldown: Option<RawCooldown>,
-    pub half_open: Option<RawHalfOpen>,
-    pub ramp: Option<Dur>,
+file_table! {
+    #[derive(Default)]
+    RawBreaker {
+        failure_on: Option<Vec<String>>,
+        consecutive_failures: Option<u64>,
+        failure_rate: Option<f64>,
+        window: Option<u64>,
+        min_calls: Option<u64>,
+        slow_call: Option<Dur>,
+        slow_call_rate: Option<f64>,
+        cooldown: Option<RawCooldown>,
+        half_open: Option<RawHalfOpen>,
+        ramp: Option<Dur>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawCooldown {
-    pub base: Option<Dur>,
-    pub max: Option<Dur>,
-    pub multiplier: Option<f64>,
-    pub jitter: Option<f64>,
+file_table! {
+    #[derive(Default)]
+    RawCooldown {
+        base: Option<Dur>,
+        max: Option<Dur>,
+        multiplier: Option<f64>,
+        jitter: Option<f64>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawHalfOpen {
-    pub probes: Option<u64>,
-    pub successes: Option<u64>,
+file_table! {
+    #[derive(Default)]
+    RawHalfOpen {
+        probes: Option<u64>,
+        successes: Option<u64>,
+    }
 }
 
 /// How long a HALF_OPEN episode may stay undecided before it counts as a failed
@@ -142,20 +147,16 @@ pub(crate) fn compile(k: &str, b: RawBreaker, total: Dur, ctx: &Ctx<'_>) -> R<Br
 }
 
 fn compile_policy(k: &str, b: RawBreaker, ctx: &Ctx<'_>) -> R<BreakerPolicy> {
-    let names = b.failure_on.unwrap_or_else(|| {
-        ["5xx", "connect_failure", "timeout"]
-            .map(String::from)
-            .to_vec()
-    });
-    let failure_on = ResultSet::parse(&names).map_err(|bad| {
-        let j = names.iter().position(|x| *x == bad).unwrap_or(0);
-        ctx.err(
-            format!("{k}.failure_on[{j}]"),
-            format!(
-                "unknown failure kind {bad:?}: expected 5xx, connect_failure, timeout, reset, protocol_error or a status code"
-            ),
-        )
-    })?;
+    let failure_on = result_set(
+        ctx,
+        &format!("{k}.failure_on"),
+        b.failure_on,
+        &["5xx", "connect_failure", "timeout"],
+        (
+            "failure kind",
+            "5xx, connect_failure, timeout, reset, protocol_error or a status code",
+        ),
+    )?;
     let u32_of = |key: &str, v: u64| -> R<u32> {
         let v = at_least_1(ctx, &format!("{k}.{key}"), v)?;
         u32::try_from(v).map_err(|_| ctx.err(format!("{k}.{key}"), "too large"))

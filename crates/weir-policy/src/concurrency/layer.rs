@@ -1,8 +1,8 @@
 //! `[routes.concurrency]`: the file model, the compiled policy and its compile step.
 
-use crate::check::{Ctx, R, at_least_1, nonzero_dur_or};
+use crate::check::{Ctx, R, at_least_1, file_table, nonzero_dur_or};
 use crate::dur::Dur;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// `[routes.concurrency]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,12 +15,12 @@ pub struct ConcurrencyPolicy {
     pub queue_timeout: Dur,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawConcurrency {
-    pub max: u64,
-    pub queue: Option<u64>,
-    pub queue_timeout: Option<Dur>,
+file_table! {
+    RawConcurrency {
+        max: u64,
+        queue: Option<u64>,
+        queue_timeout: Option<Dur>,
+    }
 }
 
 /// The compile step at key prefix `k`; `total` is the route's total timeout.

@@ -11,7 +11,7 @@ mod store;
 pub mod writer;
 
 pub use crate::check::ConfigError;
-use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur};
+use crate::check::{Ctx, R, addr, line_of, method_list, nonzero_dur, unknown_name};
 use crate::dur::Dur;
 use crate::policy::*;
 use crate::{auth, breaker, concurrency, quota, ratelimit, retry, upstream};
@@ -256,19 +256,9 @@ fn compile_route(
         None => None,
     };
     if !upstreams.iter().any(|u| u.name == r.upstream) {
-        let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-        return Err(ctx.err(
-            format!("{k}.upstream"),
-            format!(
-                "unknown upstream {:?} (known: {})",
-                r.upstream,
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ),
-        ));
+        let known = upstreams.iter().map(|u| u.name.as_str());
+        let key = format!("{k}.upstream");
+        return Err(unknown_name(ctx, key, "upstream", &r.upstream, known));
     }
 
     // Timeouts first: other sections' defaults depend on them.

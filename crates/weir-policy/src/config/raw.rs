@@ -5,6 +5,7 @@
 
 use crate::auth::layer::{RawAuth, RawIdentity};
 use crate::breaker::layer::RawBreaker;
+use crate::check::file_table;
 use crate::concurrency::layer::RawConcurrency;
 use crate::dur::Dur;
 use crate::quota::layer::{RawQuota, RawQuotaSettings};
@@ -12,46 +13,48 @@ use crate::ratelimit::layer::RawRateLimit;
 use crate::retry::layer::RawRetry;
 use serde::Deserialize;
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawConfig {
-    pub server: Option<RawServer>,
-    pub store: Option<RawStore>,
-    pub log: Option<RawLog>,
-    pub quota: Option<RawQuotaSettings>,
-    #[serde(default)]
-    pub upstreams: Vec<RawUpstream>,
-    #[serde(default)]
-    pub routes: Vec<RawRoute>,
-    #[serde(default)]
-    pub identities: Vec<RawIdentity>,
+file_table! {
+    #[derive(Default)]
+    RawConfig {
+        server: Option<RawServer>,
+        store: Option<RawStore>,
+        log: Option<RawLog>,
+        quota: Option<RawQuotaSettings>,
+        #[serde(default)]
+        upstreams: Vec<RawUpstream>,
+        #[serde(default)]
+        routes: Vec<RawRoute>,
+        #[serde(default)]
+        identities: Vec<RawIdentity>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawServer {
-    pub listen: Option<String>,
-    pub admin: Option<String>,
-    pub instance: Option<String>,
-    pub workers: Option<usize>,
-    pub max_header_bytes: Option<usize>,
-    pub header_timeout: Option<Dur>,
-    pub idle_timeout: Option<Dur>,
-    pub max_connections: Option<usize>,
-    pub drain_timeout: Option<Dur>,
-    pub admin_token_env: Option<String>,
-    pub admin_read_only: Option<bool>,
-    pub evidence_headers: Option<bool>,
+file_table! {
+    #[derive(Default)]
+    RawServer {
+        listen: Option<String>,
+        admin: Option<String>,
+        instance: Option<String>,
+        workers: Option<usize>,
+        max_header_bytes: Option<usize>,
+        header_timeout: Option<Dur>,
+        idle_timeout: Option<Dur>,
+        max_connections: Option<usize>,
+        drain_timeout: Option<Dur>,
+        admin_token_env: Option<String>,
+        admin_read_only: Option<bool>,
+        evidence_headers: Option<bool>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawStore {
-    pub kind: StoreKindRaw,
-    pub url: Option<String>,
-    pub cluster: Option<Vec<String>>,
-    pub timeout_ms: Option<u64>,
-    pub lease: Option<u64>,
+file_table! {
+    RawStore {
+        kind: StoreKindRaw,
+        url: Option<String>,
+        cluster: Option<Vec<String>>,
+        timeout_ms: Option<u64>,
+        lease: Option<u64>,
+    }
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]
@@ -60,58 +63,60 @@ pub(crate) enum StoreKindRaw {
     Redis,
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawLog {
-    pub access: Option<String>,
+file_table! {
+    #[derive(Default)]
+    RawLog {
+        access: Option<String>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawUpstream {
-    pub name: String,
-    pub endpoints: Vec<String>,
-    pub connect_timeout_ms: Option<u64>,
-    pub balance: Option<crate::upstream::Balance>,
-    pub outlier: Option<crate::upstream::layer::RawOutlier>,
+file_table! {
+    RawUpstream {
+        name: String,
+        endpoints: Vec<String>,
+        connect_timeout_ms: Option<u64>,
+        balance: Option<crate::upstream::Balance>,
+        outlier: Option<crate::upstream::layer::RawOutlier>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawRoute {
-    pub id: String,
-    #[serde(rename = "match")]
-    pub match_: RawMatch,
-    pub upstream: String,
-    pub auth: Option<RawAuth>,
-    pub rate_limit: Option<RawRateLimit>,
-    pub quota: Option<RawQuota>,
-    pub concurrency: Option<RawConcurrency>,
-    pub timeouts: Option<RawTimeouts>,
-    pub retry: Option<RawRetry>,
-    pub breaker: Option<RawBreaker>,
-    pub fallback: Option<RawFallback>,
+file_table! {
+    RawRoute {
+        id: String,
+        #[serde(rename = "match")]
+        match_: RawMatch,
+        upstream: String,
+        auth: Option<RawAuth>,
+        rate_limit: Option<RawRateLimit>,
+        quota: Option<RawQuota>,
+        concurrency: Option<RawConcurrency>,
+        timeouts: Option<RawTimeouts>,
+        retry: Option<RawRetry>,
+        breaker: Option<RawBreaker>,
+        fallback: Option<RawFallback>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawMatch {
-    pub path_prefix: String,
-    pub methods: Option<Vec<String>>,
+file_table! {
+    RawMatch {
+        path_prefix: String,
+        methods: Option<Vec<String>>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawTimeouts {
-    pub total: Option<Dur>,
-    pub per_try: Option<Dur>,
-    pub min_try: Option<Dur>,
+file_table! {
+    #[derive(Default)]
+    RawTimeouts {
+        total: Option<Dur>,
+        per_try: Option<Dur>,
+        min_try: Option<Dur>,
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFallback {
-    pub status: u16,
-    pub content_type: Option<String>,
-    pub body: Option<String>,
+file_table! {
+    RawFallback {
+        status: u16,
+        content_type: Option<String>,
+        body: Option<String>,
+    }
 }

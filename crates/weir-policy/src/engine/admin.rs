@@ -3,7 +3,7 @@
 
 use super::{Engine, RollbackError};
 use crate::accesslog::{Record, now_rfc3339};
-use crate::descriptor::Headers;
+use crate::descriptor::{Headers, bearer_token};
 use crate::outcome::Outcome;
 use crate::response::{GatewayResponse, acceptable_request_id, error_response};
 use crate::runtime::Shared;
@@ -52,14 +52,7 @@ impl Engine {
         if let Some(want) = &server.admin_token_sha256
             && !health
         {
-            let got = headers
-                .get("authorization")
-                .and_then(|h| core::str::from_utf8(h).ok())
-                .and_then(|h| {
-                    let (scheme, rest) = h.trim().split_once(' ')?;
-                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-                })
-                .map(|t| crate::check::sha256(t.as_bytes()));
+            let got = bearer_token(headers).map(|t| crate::check::sha256(t.as_bytes()));
             let ok = got.is_some_and(|g| bool::from(g.ct_eq(want)));
             if !ok {
                 let mut r = GatewayResponse::json(401, &json!({"error": "unauthorized"}));

@@ -4,7 +4,9 @@
 //! algorithm); every later consumer — the keyed local table, the global store request, the
 //! `RateLimit-Policy` header, `/admin/config` — reads that same value.
 
-use crate::check::{Ctx, R, at_least_1, core_err, is_token, nonzero_dur, nonzero_dur_or};
+use crate::check::{
+    Ctx, R, at_least_1, core_err, file_table, is_token, nonzero_dur, nonzero_dur_or,
+};
 use crate::dur::{Dur, secs_ceil};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -232,27 +234,27 @@ fn de_kind<'de, D: Deserializer<'de>>(d: D) -> Result<LimitKind, D::Error> {
     LimitKind::parse(&s).ok_or_else(|| serde::de::Error::unknown_variant(&s, &LimitKind::NAMES))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawRateLimit {
-    #[serde(deserialize_with = "de_kind")]
-    pub algorithm: LimitKind,
-    pub rate: Option<u64>,
-    pub per: Option<Dur>,
-    pub burst: Option<u64>,
-    pub delay: Option<u64>,
-    pub nodelay: Option<bool>,
-    pub limit: Option<u64>,
-    pub window: Option<Dur>,
-    pub key: Option<Vec<String>>,
-    pub deny_empty_key: Option<bool>,
-    pub scope: Option<Scope>,
-    pub on_store_error: Option<OnStoreError>,
-    pub allow_for: Option<Dur>,
-    pub mode: Option<Mode>,
-    pub max_keys: Option<u64>,
-    pub max_key_bytes: Option<u64>,
-    pub headers: Option<bool>,
+file_table! {
+    RawRateLimit {
+        #[serde(deserialize_with = "de_kind")]
+        algorithm: LimitKind,
+        rate: Option<u64>,
+        per: Option<Dur>,
+        burst: Option<u64>,
+        delay: Option<u64>,
+        nodelay: Option<bool>,
+        limit: Option<u64>,
+        window: Option<Dur>,
+        key: Option<Vec<String>>,
+        deny_empty_key: Option<bool>,
+        scope: Option<Scope>,
+        on_store_error: Option<OnStoreError>,
+        allow_for: Option<Dur>,
+        mode: Option<Mode>,
+        max_keys: Option<u64>,
+        max_key_bytes: Option<u64>,
+        headers: Option<bool>,
+    }
 }
 
 /// The compile step of `[routes.rate_limit]` at key prefix `k`.

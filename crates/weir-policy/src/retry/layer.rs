@@ -2,7 +2,9 @@
 //! mapping to the core's backoff and retry budget.
 
 use crate::attempt::ResultSet;
-use crate::check::{Ctx, R, at_least_1, core_err, is_token, method_list, nonzero_dur_or};
+use crate::check::{
+    Ctx, R, at_least_1, core_err, file_table, is_token, method_list, nonzero_dur_or, result_set,
+};
 use crate::dur::Dur;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -51,33 +53,36 @@ pub struct BudgetPolicy {
     pub ttl: Dur,
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawRetry {
-    pub max_attempts: Option<u64>,
-    pub on: Option<Vec<String>>,
-    pub idempotency_header: Option<String>,
-    pub methods: Option<Vec<String>>,
-    pub backoff: Option<RawBackoff>,
-    pub budget: Option<RawBudget>,
-    pub max_replay_bytes: Option<u64>,
+file_table! {
+    #[derive(Default)]
+    RawRetry {
+        max_attempts: Option<u64>,
+        on: Option<Vec<String>>,
+        idempotency_header: Option<String>,
+        methods: Option<Vec<String>>,
+        backoff: Option<RawBackoff>,
+        budget: Option<RawBudget>,
+        max_replay_bytes: Option<u64>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBackoff {
-    pub base: Option<Dur>,
-    pub max: Option<Dur>,
-    #[serde(default, deserialize_with = "de_jitter")]
-    pub jitter: Option<Jitter>,
+file_table! {
+    #[derive(Default)]
+    RawBackoff {
+        base: Option<Dur>,
+        max: Option<Dur>,
+        #[serde(default, deserialize_with = "de_jitter")]
+        jitter: Option<Jitter>,
+    }
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBudget {
-    pub ratio: Option<f64>,
-    pub min_per_sec: Option<u64>,
-    pub ttl: Option<Dur>,
+file_table! {
+    #[derive(Default)]
+    RawBudget {
+        ratio: Option<f64>,
+        min_per_sec: Option<u64>,
+        ttl: Option<Dur>,
+    }
 }
 
 /// The file's `jitter = "..."`, with serde's own error for an unknown name.
@@ -116,8 +121,11 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
     };
     let max_attempts = u32::try_from(max_attempts)
         .map_err(|_| ctx.err(format!("{k}.max_attempts"), "too large"))?;
-    let on_names = r.on.unwrap_or_else(|| {
-        [
+    let on = result_set(
+        ctx,
+        &format!("{k}.on"),
+        r.on,
+        &[
             "connect_failure",
             "reset",
             "protocol_error",
@@ -125,19 +133,12 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
             "502",
             "503",
             "504",
-        ]
-        .map(String::from)
-        .to_vec()
-    });
-    let on = ResultSet::parse(&on_names).map_err(|bad| {
-        let j = on_names.iter().position(|x| *x == bad).unwrap_or(0);
-        ctx.err(
-            format!("{k}.on[{j}]"),
-            format!(
-                "unknown retry condition {bad:?}: expected connect_failure, reset, protocol_error, per_try_timeout, 5xx or a status code"
-            ),
-        )
-    })?;
+        ],
+        (
+            "retry condition",
+            "connect_failure, reset, protocol_error, per_try_timeout, 5xx or a status code",
+        ),
+    )?;
     let idempotency_header = r
         .idempotency_header
         .unwrap_or_else(|| "idempotency-key".to_string());

@@ -2,7 +2,7 @@
 //! step (every key checked, errors naming file, line and key) and the mapping to the
 //! core's [`OutlierConfig`].
 
-use crate::check::{Ctx, R, at_least_1, core_err, fraction, nonzero_dur_or};
+use crate::check::{Ctx, R, at_least_1, core_err, file_table, fraction, nonzero_dur_or};
 use crate::dur::Dur;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -58,19 +58,20 @@ pub struct OutlierPolicy {
     pub(crate) core: OutlierConfig,
 }
 
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawOutlier {
-    pub consecutive_failures: Option<u64>,
-    pub consecutive_5xx: Option<u64>,
-    pub failure_percentage: Option<f64>,
-    pub min_requests: Option<u64>,
-    pub interval: Option<Dur>,
-    pub base_ejection: Option<Dur>,
-    pub max_ejection: Option<Dur>,
-    pub jitter: Option<f64>,
-    pub max_ejection_percent: Option<u64>,
-    pub panic_threshold: Option<u64>,
+file_table! {
+    #[derive(Default)]
+    RawOutlier {
+        consecutive_failures: Option<u64>,
+        consecutive_5xx: Option<u64>,
+        failure_percentage: Option<f64>,
+        min_requests: Option<u64>,
+        interval: Option<Dur>,
+        base_ejection: Option<Dur>,
+        max_ejection: Option<Dur>,
+        jitter: Option<f64>,
+        max_ejection_percent: Option<u64>,
+        panic_threshold: Option<u64>,
+    }
 }
 
 fn bounded(ctx: &Ctx<'_>, key: &str, v: u64, max: u32) -> R<u32> {
@@ -91,23 +92,22 @@ fn percent(ctx: &Ctx<'_>, key: &str, v: u64) -> R<u32> {
 /// The compile step at key prefix `k` (`upstreams[0].outlier`).
 pub(crate) fn compile(k: &str, o: RawOutlier, ctx: &Ctx<'_>) -> R<OutlierPolicy> {
     let key = |f: &str| format!("{k}.{f}");
-    let consecutive_failures = bounded(
-        ctx,
-        &key("consecutive_failures"),
+    let count = |f: &str, v: u64, max: u32| bounded(ctx, &key(f), v, max);
+    let consecutive_failures = count(
+        "consecutive_failures",
         o.consecutive_failures.unwrap_or(5),
         CONSECUTIVE_MAX,
     )?;
     let consecutive_5xx = o
         .consecutive_5xx
-        .map(|v| bounded(ctx, &key("consecutive_5xx"), v, CONSECUTIVE_MAX))
+        .map(|v| count("consecutive_5xx", v, CONSECUTIVE_MAX))
         .transpose()?;
     let failure_percentage = o
         .failure_percentage
         .map(|v| fraction(ctx, &key("failure_percentage"), v, true))
         .transpose()?;
-    let min_requests = bounded(
-        ctx,
-        &key("min_requests"),
+    let min_requests = count(
+        "min_requests",
         o.min_requests.unwrap_or(20),
         MIN_REQUESTS_MAX,
     )?;
