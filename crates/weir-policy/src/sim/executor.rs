@@ -155,28 +155,33 @@ impl Executor {
         &self.timer
     }
 
-    /// For each arrival time (non-decreasing nanoseconds) starts `task(i)` at that
-    /// instant; runs until every task has finished and returns their outputs in arrival
-    /// order (`None` for a task that never finished: parked on something nothing will
-    /// ever signal — the engine's waits are all bounded by a timer, so none is expected).
+    /// For each of `n` arrivals `i` (`arrival(i)`: non-decreasing nanoseconds) starts
+    /// `task(i)` at that instant; runs until every task has finished, handing each
+    /// output to `done(i, output)` (never called for a task that never finished: parked
+    /// on something nothing will ever signal — the engine's waits are all bounded by a
+    /// timer, so none is expected).
     ///
     /// A task lives in a slot; a finished task's slot (its future's memory and its
     /// waker) is taken by the next arrival, so a run allocates per concurrent task, not
     /// per request.
-    pub(crate) fn run<T, F, G>(&self, arrivals: &[Nanos], mut task: G) -> Vec<Option<T>>
-    where
+    pub(crate) fn run<T, F, G>(
+        &self,
+        n: usize,
+        arrival: impl Fn(usize) -> Nanos,
+        mut task: G,
+        mut done: impl FnMut(usize, T),
+    ) where
         F: Future<Output = T>,
         G: FnMut(usize) -> F,
     {
-        let n = arrivals.len();
-        let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+        let arrival_ns = |k: usize| (k < n).then(|| arrival(k).0);
         let mut slots: Vec<Slot<F>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut next = 0;
         loop {
-            self.drain(&mut slots, &mut free, &mut out);
+            self.drain(&mut slots, &mut free, &mut done);
             let timer_at = self.timer.timers.borrow().heap.peek().map(|e| e.at);
-            let arrival_at = arrivals.get(next).map(|t| t.0);
+            let arrival_at = arrival_ns(next);
             // Timers due at an instant fire before that instant's arrivals.
             let (at, timers_first) = match (timer_at, arrival_at) {
                 (None, None) => break,
@@ -195,7 +200,7 @@ impl Executor {
                 continue;
             }
             // Every arrival of this instant, in trace order.
-            while arrivals.get(next).is_some_and(|t| t.0 == at) {
+            while arrival_ns(next) == Some(at) {
                 let id = match free.pop() {
                     Some(id) => {
                         let slot = &mut slots[id];
@@ -224,7 +229,6 @@ impl Executor {
                 next += 1;
             }
         }
-        out
     }
 
     fn advance_to(&self, t: u64) {
@@ -238,7 +242,7 @@ impl Executor {
         &self,
         slots: &mut [Slot<F>],
         free: &mut Vec<usize>,
-        out: &mut [Option<T>],
+        done: &mut impl FnMut(usize, T),
     ) {
         loop {
             let id = self
@@ -256,7 +260,7 @@ impl Executor {
             };
             let mut cx = Context::from_waker(&slot.waker);
             if let Poll::Ready(v) = fut.poll(&mut cx) {
-                out[slot.arrival] = Some(v);
+                done(slot.arrival, v);
                 slot.fut.set(None);
                 free.push(id);
             }

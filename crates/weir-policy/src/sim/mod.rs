@@ -204,30 +204,44 @@ impl Simulation {
             .iter()
             .map(|(n, m)| SimUpstream::new(n, m.clone(), self.seed))
             .collect();
-        let mut order: Vec<usize> = (0..requests.len()).collect();
-        order.sort_by_key(|&i| requests[i].t);
-        let arrivals: Vec<Nanos> = order.iter().map(|&i| requests[i].t).collect();
+        // The k-th arrival is request `order[k]` (a trace in time order, the usual case,
+        // needs no permutation).
+        let sorted = requests.is_sorted_by_key(|r| r.t);
+        let mut order: Vec<usize> = Vec::new();
+        if !sorted {
+            order = (0..requests.len()).collect();
+            order.sort_by_key(|&i| requests[i].t);
+        }
+        let at = |k: usize| if sorted { k } else { order[k] };
         let ex = Executor::new(clock);
         let timer = ex.timer();
         let names = Names::new(&self.set);
         let (engine, ups, names) = (&engine, &ups[..], &names);
-        let done = ex.run(&arrivals, |k| {
-            one(engine, timer, ups, names, &requests[order[k]])
-        });
-        let mut out: Vec<Option<SimRecord>> = vec![None; requests.len()];
-        for (k, rec) in done.into_iter().enumerate() {
-            let req = &requests[order[k]];
-            out[order[k]] = Some(rec.unwrap_or_else(|| SimRecord {
-                t: req.t,
-                route: names.none.clone(),
-                status: 499,
-                outcome: Outcome::Aborted,
-                attempts: 0,
-                queue: Duration::ZERO,
-                duration: Duration::ZERO,
-            }));
-        }
-        Ok(out.into_iter().flatten().collect())
+        // Records in trace order, written as tasks finish.
+        let mut out: Vec<Option<SimRecord>> = Vec::with_capacity(requests.len());
+        out.resize_with(requests.len(), || None);
+        ex.run(
+            requests.len(),
+            |k| requests[at(k)].t,
+            |k| one(engine, timer, ups, names, &requests[at(k)]),
+            |k, rec| out[at(k)] = Some(rec),
+        );
+        Ok(out
+            .into_iter()
+            .enumerate()
+            // (In place: the records take the buffer of their options.)
+            .map(|(i, rec)| {
+                rec.unwrap_or_else(|| SimRecord {
+                    t: requests[i].t,
+                    route: names.none.clone(),
+                    status: 499,
+                    outcome: Outcome::Aborted,
+                    attempts: 0,
+                    queue: Duration::ZERO,
+                    duration: Duration::ZERO,
+                })
+            })
+            .collect())
     }
 }
 
