@@ -230,7 +230,7 @@ pub fn table(records: &[SimRecord]) -> String {
 pub fn json_lines(records: &[SimRecord]) -> String {
     let mut out = String::with_capacity(records.len() * 110);
     for r in records {
-        let route = serde_json::to_string(&r.route).unwrap_or_default();
+        let route = serde_json::to_string(r.route.as_str()).unwrap_or_default();
         let _ = writeln!(
             out,
             "{{\"t\":{},\"route\":{route},\"status\":{},\"reason\":\"{}\",\"attempts\":{},\"queue_ms\":{},\"duration_ms\":{}}}",

@@ -141,8 +141,12 @@ impl KeyRules for QuotaPolicy {
     }
 }
 
+/// The digest hash's keys (`weir-dig`, `est-v1`): digests name keys in the global store
+/// and in logs, so they never change.
+const DIGEST_KEYS: (u64, u64) = (0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+
 fn digest_hasher(route: &str) -> SipHasher24 {
-    let mut dh = SipHasher24::new_with_keys(0x7765_6972_2d64_6967, 0x6573_742d_7631_0000);
+    let mut dh = SipHasher24::new_with_keys(DIGEST_KEYS.0, DIGEST_KEYS.1);
     dh.write(route.as_bytes());
     dh.write_u8(0xff);
     dh
@@ -159,12 +163,54 @@ pub(crate) fn digest_of_parts<'a>(route: &str, parts: impl Iterator<Item = &'a [
     dh.finish128().as_u128()
 }
 
+/// Bytes for a [`SipHasher24`] gathered on the stack and written in as few calls as
+/// possible: the hasher's `write` costs about as much for 4 bytes as for 32 (its tail
+/// handling), and a key is a handful of short pieces (route, marker, lengths, values).
+/// Writing the pieces' concatenation in any split hashes the same bytes.
+struct Gather {
+    hasher: SipHasher24,
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Gather {
+    fn new(hasher: SipHasher24) -> Gather {
+        Gather {
+            hasher,
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+
+    fn put(&mut self, b: &[u8]) {
+        if self.len + b.len() > self.buf.len() {
+            self.flush();
+            if b.len() > self.buf.len() {
+                self.hasher.write(b);
+                return;
+            }
+        }
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+
+    fn flush(&mut self) {
+        self.hasher.write(&self.buf[..self.len]);
+        self.len = 0;
+    }
+
+    fn finish128(mut self) -> u128 {
+        self.flush();
+        self.hasher.finish128().as_u128()
+    }
+}
+
 /// Builds the descriptor for `rl` (the route id is part of every key's namespace).
 ///
 /// Both hashes see the route, `0xff`, then each part as its length (`u32`, little endian)
 /// followed by its bytes — length-prefixed so ("ab","c") and ("a","bc") differ. The parts
-/// are fed to the (streaming) hashers as they are found, which hashes the same bytes as
-/// one write of the concatenation, without building it.
+/// are gathered as they are found ([`Gather`]), which hashes the same bytes as one write
+/// of the concatenation, without building it on the heap.
 pub(crate) fn build(
     rl: &(impl KeyRules + ?Sized),
     route: &str,
@@ -173,13 +219,14 @@ pub(crate) fn build(
     client_ip: Option<IpAddr>,
     table_key: (u64, u64),
 ) -> Result<Descriptor, DescriptorError> {
-    let mut dh = digest_hasher(route);
+    let mut dh = Gather::new(SipHasher24::new_with_keys(DIGEST_KEYS.0, DIGEST_KEYS.1));
+    dh.put(route.as_bytes());
+    dh.put(&[0xff]);
     for_each_part(rl, route, method, headers, client_ip, |value| {
-        let len = (value.len() as u32).to_le_bytes();
-        dh.write(&len);
-        dh.write(value);
+        dh.put(&(value.len() as u32).to_le_bytes());
+        dh.put(value);
     })?;
-    let digest = dh.finish128().as_u128();
+    let digest = dh.finish128();
     Ok(Descriptor {
         table_hash: table_hash(digest, table_key),
         digest,

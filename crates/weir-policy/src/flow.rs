@@ -204,13 +204,17 @@ impl Flow {
         } else {
             LogState::default()
         };
-        let request_id = req
-            .headers
-            .get("x-request-id")
-            .and_then(acceptable_request_id)
-            .map(str::to_string)
-            .unwrap_or_else(|| shared.new_request_id())
-            .into();
+        // A bare flow (a simulation) sends no header, so it needs no id.
+        let request_id = if shared.bare {
+            HeaderText::default()
+        } else {
+            req.headers
+                .get("x-request-id")
+                .and_then(acceptable_request_id)
+                .map(str::to_string)
+                .unwrap_or_else(|| shared.new_request_id())
+                .into()
+        };
         let route = live
             .set
             .route_for(req.method, path)
@@ -339,7 +343,8 @@ impl Flow {
         self.route.as_ref().map(|r| r.policy.id.as_str())
     }
 
-    /// The request id (kept from the request or generated).
+    /// The request id (kept from the request or generated; empty on a simulation's
+    /// engine, which sends no headers).
     pub fn request_id(&self) -> &str {
         self.request_id.as_str()
     }
@@ -378,6 +383,11 @@ impl Flow {
         self.live.set.server.evidence_headers
     }
 
+    /// A simulation's engine: responses carry their status only ([`Shared::bare`]).
+    fn bare(&self) -> bool {
+        self.shared.bare
+    }
+
     /// A gateway error response with the flow's extra headers; records the outcome.
     fn reject_with(
         &mut self,
@@ -385,6 +395,9 @@ impl Flow {
         extra: &[(&str, serde_json::Value)],
     ) -> GatewayResponse {
         self.outcome = Some(outcome);
+        if self.bare() {
+            return GatewayResponse::bare(outcome.status());
+        }
         let mut r = error_response(
             outcome.status(),
             outcome.as_str(),
@@ -409,6 +422,9 @@ impl Flow {
         match fb {
             Some(f) => {
                 self.outcome = Some(Outcome::Fallback);
+                if self.bare() {
+                    return GatewayResponse::bare(f.status);
+                }
                 let mut r = fallback_response(
                     &f,
                     outcome.as_str(),
@@ -430,7 +446,9 @@ impl Flow {
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
         if let Some(o) = self.early {
             let mut r = self.reject_with(o, &[]);
-            if let Some(c) = self.auth.challenge.take() {
+            if let Some(c) = self.auth.challenge.take()
+                && !self.bare()
+            {
                 r.headers.push(("www-authenticate", c));
             }
             return Admission::Respond(r);
@@ -483,7 +501,9 @@ impl Flow {
             Some(t) => {
                 self.merge_quota_headers();
                 let mut r = self.reject_with(Outcome::QuotaExhausted, &[("retry_after", t.into())]);
-                r.headers.push(("retry-after", t.to_string()));
+                if !self.bare() {
+                    r.headers.push(("retry-after", t.to_string()));
+                }
                 Err(r)
             }
         }
@@ -554,6 +574,7 @@ impl Flow {
         let c: Checked = crate::ratelimit::service::check(
             rl,
             rt,
+            !self.bare(),
             &route.policy.id,
             (desc.table_hash, move || desc.digest_hex()),
             store,
@@ -574,7 +595,9 @@ impl Flow {
             Some((o, None)) => Err(self.reject_with(o, &[])),
             Some((o, Some(t))) => {
                 let mut r = self.reject_with(o, &[("retry_after", t.into())]);
-                r.headers.push(("retry-after", t.to_string()));
+                if !self.bare() {
+                    r.headers.push(("retry-after", t.to_string()));
+                }
                 Err(r)
             }
         }
@@ -652,6 +675,27 @@ impl Flow {
         };
         let endpoint = route.upstream.endpoints[index];
         let per_try: Duration = per_try.into();
+        let request_headers = if self.bare() {
+            Vec::new()
+        } else {
+            self.request_headers(&route, per_try)
+        };
+        Ok(Attempt {
+            upstream: route.upstream.clone(),
+            endpoint,
+            connect_timeout: route.upstream.connect_timeout.min(per_try),
+            per_try_timeout: per_try,
+            number: self.attempt.number,
+            request_headers,
+        })
+    }
+
+    /// Headers an attempt adds to the upstream request.
+    fn request_headers(
+        &self,
+        route: &RouteRuntime,
+        per_try: Duration,
+    ) -> Vec<(&'static str, HeaderText)> {
         let mut request_headers = vec![
             ("x-request-id", self.request_id.clone()),
             (
@@ -666,14 +710,7 @@ impl Flow {
         {
             request_headers.push((name, HeaderText::from(v.forward_value())));
         }
-        Ok(Attempt {
-            upstream: route.upstream.clone(),
-            endpoint,
-            connect_timeout: route.upstream.connect_timeout.min(per_try),
-            per_try_timeout: per_try,
-            number: self.attempt.number,
-            request_headers,
-        })
+        request_headers
     }
 
     /// Reports what the attempt produced; the engine records breaker and metrics and
@@ -739,6 +776,12 @@ impl Flow {
         let failed = match result {
             AttemptResult::Response { .. } => {
                 self.outcome = Some(Outcome::Proxied);
+                if self.bare() {
+                    self.settle_quota(true);
+                    return Next::Forward {
+                        headers: Vec::new(),
+                    };
+                }
                 let mut headers = Vec::with_capacity(3 + self.rate.headers.len());
                 headers.push(("x-request-id", self.request_id.clone()));
                 if self.evidence() {
@@ -768,7 +811,7 @@ impl Flow {
             }
         };
         let mut r = failed;
-        if self.evidence() {
+        if self.evidence() && !self.bare() {
             r.headers
                 .push(("x-weir-attempts", self.attempt.number.to_string()));
         }

@@ -36,6 +36,16 @@ impl GatewayResponse {
         self
     }
 
+    /// A response of `status` alone: what a simulation's engine answers
+    /// ([`Shared::bare`](crate::runtime::Shared)), whose frontend reads nothing else.
+    pub(crate) fn bare(status: u16) -> GatewayResponse {
+        GatewayResponse {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
     /// A JSON response.
     pub(crate) fn json(status: u16, v: &serde_json::Value) -> GatewayResponse {
         Self::json_bytes(status, serde_json::to_vec(v).unwrap_or_default())

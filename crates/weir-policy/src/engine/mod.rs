@@ -140,7 +140,8 @@ impl Engine {
 
     /// For the simulator (`crate::sim`): an engine on `clock` whose every random choice,
     /// the keyed tables' hash key included, follows `seed`, with no access log (the
-    /// simulator reports each request itself).
+    /// simulator reports each request itself) and bare responses (the simulator reads
+    /// their status only: no headers, bodies or request ids are built).
     pub(crate) fn for_simulation(
         text: &str,
         origin: &str,
@@ -155,7 +156,7 @@ impl Engine {
         let mut k = weir_core::SplitMix64::new(seed);
         use weir_core::Rng;
         let key = (k.next_u64(), k.next_u64());
-        Self::build_keyed(set, text, source, clock, seed, key)
+        Self::build_keyed(set, text, source, clock, seed, key, true)
     }
 
     /// Only validates and compiles (what `--check` uses before printing
@@ -172,10 +173,19 @@ impl Engine {
         clock: Arc<dyn Clock + Send + Sync>,
         seed: u64,
     ) -> Result<Engine, ConfigError> {
-        Self::build_keyed(set, text, source, clock, seed, (random_u64(), random_u64()))
+        Self::build_keyed(
+            set,
+            text,
+            source,
+            clock,
+            seed,
+            (random_u64(), random_u64()),
+            false,
+        )
     }
 
-    /// [`Engine::build`] with the keyed tables' hash key given.
+    /// [`Engine::build`] with the keyed tables' hash key given; `bare`: responses carry
+    /// their status only (a simulation, [`Shared::bare`]).
     fn build_keyed(
         set: PolicySet,
         text: &str,
@@ -183,6 +193,7 @@ impl Engine {
         clock: Arc<dyn Clock + Send + Sync>,
         seed: u64,
         table_key: (u64, u64),
+        bare: bool,
     ) -> Result<Engine, ConfigError> {
         let log = AccessLog::start(&set.server.log).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
@@ -206,6 +217,7 @@ impl Engine {
                     seq: AtomicU64::new(0),
                     flows: AtomicU64::new(0),
                     seed,
+                    bare,
                 }),
                 control: Mutex::new(Control {
                     source,

@@ -89,8 +89,10 @@ pub(crate) struct Checked {
 }
 
 /// The rate-limit step: one acquisition (local table or global store) for the request's
-/// descriptor (`key`: its table hash, and its digest for the store), then the `RateLimit` fields, the verdict and any shaping delay (slept on
-/// `timer`; it counts against the deadline, whose rest is `budget`).
+/// descriptor (`key`: its table hash, and its digest for the store), then the `RateLimit`
+/// fields (when `p.headers` and `fields`: a simulation's engine sends no headers), the
+/// verdict and any shaping delay (slept on `timer`; it counts against the deadline, whose
+/// rest is `budget`).
 ///
 /// A leaky-bucket delay that would end after the total deadline is answered at once with
 /// 429 `rate_limited` (`Retry-After` = the delay): the request could not be served in its
@@ -100,6 +102,7 @@ pub(crate) struct Checked {
 pub(crate) async fn check<T: Timer>(
     p: &RateLimitPolicy,
     rt: &RateLimiter,
+    fields: bool,
     route_id: &str,
     key: (u64, impl FnOnce() -> String),
     store: Store<'_>,
@@ -183,7 +186,7 @@ pub(crate) async fn check<T: Timer>(
     } else {
         d.reset_after.as_secs_ceil()
     };
-    if p.headers {
+    if p.headers && fields {
         out.headers
             .push(("ratelimit-policy", rt.policy_header.clone()));
         out.headers

@@ -126,7 +126,13 @@ impl Wake for TaskWaker {
     }
 }
 
-type Task<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+/// A live task's slot: its future in place (the allocation is kept for the next task of
+/// the slot), its arrival index, and its waker (which names the slot, so it is kept too).
+struct Slot<F> {
+    fut: Pin<Box<Option<F>>>,
+    arrival: usize,
+    waker: Waker,
+}
 
 /// Runs one task per arrival, in virtual time.
 pub(crate) struct Executor {
@@ -149,24 +155,33 @@ impl Executor {
         &self.timer
     }
 
-    /// For each arrival time (non-decreasing nanoseconds) starts `task(i)` at that
-    /// instant; runs until every task has finished and returns their outputs in arrival
-    /// order (`None` for a task that never finished: parked on something nothing will
-    /// ever signal — the engine's waits are all bounded by a timer, so none is expected).
-    pub(crate) fn run<'a, T, F>(&'a self, arrivals: &[Nanos], mut task: F) -> Vec<Option<T>>
-    where
-        F: FnMut(usize) -> Task<'a, T>,
+    /// For each of `n` arrivals `i` (`arrival(i)`: non-decreasing nanoseconds) starts
+    /// `task(i)` at that instant; runs until every task has finished, handing each
+    /// output to `done(i, output)` (never called for a task that never finished: parked
+    /// on something nothing will ever signal — the engine's waits are all bounded by a
+    /// timer, so none is expected).
+    ///
+    /// A task lives in a slot; a finished task's slot (its future's memory and its
+    /// waker) is taken by the next arrival, so a run allocates per concurrent task, not
+    /// per request.
+    pub(crate) fn run<T, F, G>(
+        &self,
+        n: usize,
+        arrival: impl Fn(usize) -> Nanos,
+        mut task: G,
+        mut done: impl FnMut(usize, T),
+    ) where
+        F: Future<Output = T>,
+        G: FnMut(usize) -> F,
     {
-        let n = arrivals.len();
-        let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-        // Slots of live tasks (reused), each with its arrival index and waker.
-        let mut slots: Vec<Option<(usize, Task<'a, T>, Waker)>> = Vec::new();
+        let arrival_ns = |k: usize| (k < n).then(|| arrival(k).0);
+        let mut slots: Vec<Slot<F>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut next = 0;
         loop {
-            self.drain(&mut slots, &mut free, &mut out);
+            self.drain(&mut slots, &mut free, &mut done);
             let timer_at = self.timer.timers.borrow().heap.peek().map(|e| e.at);
-            let arrival_at = arrivals.get(next).map(|t| t.0);
+            let arrival_at = arrival_ns(next);
             // Timers due at an instant fire before that instant's arrivals.
             let (at, timers_first) = match (timer_at, arrival_at) {
                 (None, None) => break,
@@ -185,16 +200,28 @@ impl Executor {
                 continue;
             }
             // Every arrival of this instant, in trace order.
-            while arrivals.get(next).is_some_and(|t| t.0 == at) {
-                let id = free.pop().unwrap_or_else(|| {
-                    slots.push(None);
-                    slots.len() - 1
-                });
-                let waker = Waker::from(Arc::new(TaskWaker {
-                    id,
-                    ready: self.ready.clone(),
-                }));
-                slots[id] = Some((next, task(next), waker));
+            while arrival_ns(next) == Some(at) {
+                let id = match free.pop() {
+                    Some(id) => {
+                        let slot = &mut slots[id];
+                        slot.fut.set(Some(task(next)));
+                        slot.arrival = next;
+                        id
+                    }
+                    None => {
+                        let id = slots.len();
+                        let waker = Waker::from(Arc::new(TaskWaker {
+                            id,
+                            ready: self.ready.clone(),
+                        }));
+                        slots.push(Slot {
+                            fut: Box::pin(Some(task(next))),
+                            arrival: next,
+                            waker,
+                        });
+                        id
+                    }
+                };
                 self.ready
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -202,7 +229,6 @@ impl Executor {
                 next += 1;
             }
         }
-        out
     }
 
     fn advance_to(&self, t: u64) {
@@ -212,11 +238,11 @@ impl Executor {
     }
 
     /// Polls ready tasks until none is.
-    fn drain<'a, T>(
+    fn drain<T, F: Future<Output = T>>(
         &self,
-        slots: &mut [Option<(usize, Task<'a, T>, Waker)>],
+        slots: &mut [Slot<F>],
         free: &mut Vec<usize>,
-        out: &mut [Option<T>],
+        done: &mut impl FnMut(usize, T),
     ) {
         loop {
             let id = self
@@ -225,14 +251,17 @@ impl Executor {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front();
             let Some(id) = id else { return };
-            // A task woken after it finished (a stale timer) is skipped.
-            let Some((i, fut, waker)) = &mut slots[id] else {
+            // A task woken after it finished (a stale timer) is skipped; one woken by a
+            // stale timer of its slot's earlier task is polled once more than needed,
+            // which a future allows (and so it was before slots were reused).
+            let slot = &mut slots[id];
+            let Some(fut) = slot.fut.as_mut().as_pin_mut() else {
                 continue;
             };
-            let mut cx = Context::from_waker(waker);
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                out[*i] = Some(v);
-                slots[id] = None;
+            let mut cx = Context::from_waker(&slot.waker);
+            if let Poll::Ready(v) = fut.poll(&mut cx) {
+                done(slot.arrival, v);
+                slot.fut.set(None);
                 free.push(id);
             }
         }

@@ -46,13 +46,62 @@ pub struct SimRequest {
     pub client_ip: Option<IpAddr>,
 }
 
+/// A route id in the records: one shared text per route of the run, not a copy per
+/// request.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteName(Arc<str>);
+
+impl RouteName {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for RouteName {
+    fn from(s: &str) -> RouteName {
+        RouteName(s.into())
+    }
+}
+
+impl core::ops::Deref for RouteName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for RouteName {
+    fn eq(&self, o: &str) -> bool {
+        *self.0 == *o
+    }
+}
+
+impl PartialEq<&str> for RouteName {
+    fn eq(&self, o: &&str) -> bool {
+        *self.0 == **o
+    }
+}
+
+impl core::fmt::Debug for RouteName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl core::fmt::Display for RouteName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What happened to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimRecord {
     /// Arrival.
     pub t: Nanos,
     /// The matched route id, `-` for none.
-    pub route: String,
+    pub route: RouteName,
     /// The status the client got.
     pub status: u16,
     /// The `outcome` label of `weir_requests_total` (`proxied`, `rate_limited`, ...).
@@ -155,29 +204,44 @@ impl Simulation {
             .iter()
             .map(|(n, m)| SimUpstream::new(n, m.clone(), self.seed))
             .collect();
-        let mut order: Vec<usize> = (0..requests.len()).collect();
-        order.sort_by_key(|&i| requests[i].t);
-        let arrivals: Vec<Nanos> = order.iter().map(|&i| requests[i].t).collect();
+        // The k-th arrival is request `order[k]` (a trace in time order, the usual case,
+        // needs no permutation).
+        let sorted = requests.is_sorted_by_key(|r| r.t);
+        let mut order: Vec<usize> = Vec::new();
+        if !sorted {
+            order = (0..requests.len()).collect();
+            order.sort_by_key(|&i| requests[i].t);
+        }
+        let at = |k: usize| if sorted { k } else { order[k] };
         let ex = Executor::new(clock);
         let timer = ex.timer();
-        let (engine, ups) = (&engine, &ups[..]);
-        let done = ex.run(&arrivals, |k| {
-            Box::pin(one(engine, timer, ups, &requests[order[k]]))
-        });
-        let mut out: Vec<Option<SimRecord>> = vec![None; requests.len()];
-        for (k, rec) in done.into_iter().enumerate() {
-            let req = &requests[order[k]];
-            out[order[k]] = Some(rec.unwrap_or_else(|| SimRecord {
-                t: req.t,
-                route: "-".into(),
-                status: 499,
-                outcome: Outcome::Aborted,
-                attempts: 0,
-                queue: Duration::ZERO,
-                duration: Duration::ZERO,
-            }));
-        }
-        Ok(out.into_iter().flatten().collect())
+        let names = Names::new(&self.set);
+        let (engine, ups, names) = (&engine, &ups[..], &names);
+        // Records in trace order, written as tasks finish.
+        let mut out: Vec<Option<SimRecord>> = Vec::with_capacity(requests.len());
+        out.resize_with(requests.len(), || None);
+        ex.run(
+            requests.len(),
+            |k| requests[at(k)].t,
+            |k| one(engine, timer, ups, names, &requests[at(k)]),
+            |k, rec| out[at(k)] = Some(rec),
+        );
+        Ok(out
+            .into_iter()
+            .enumerate()
+            // (In place: the records take the buffer of their options.)
+            .map(|(i, rec)| {
+                rec.unwrap_or_else(|| SimRecord {
+                    t: requests[i].t,
+                    route: names.none.clone(),
+                    status: 499,
+                    outcome: Outcome::Aborted,
+                    attempts: 0,
+                    queue: Duration::ZERO,
+                    duration: Duration::ZERO,
+                })
+            })
+            .collect())
     }
 }
 
@@ -185,12 +249,46 @@ impl Simulation {
 pub fn summary(records: &[SimRecord]) -> BTreeMap<String, BTreeMap<&'static str, u64>> {
     let mut m: BTreeMap<String, BTreeMap<&'static str, u64>> = BTreeMap::new();
     for r in records {
-        *m.entry(r.route.clone())
-            .or_default()
-            .entry(r.outcome.as_str())
-            .or_default() += 1;
+        let per_route = match m.get_mut(r.route.as_str()) {
+            Some(o) => o,
+            None => m.entry(r.route.to_string()).or_default(),
+        };
+        *per_route.entry(r.outcome.as_str()).or_default() += 1;
     }
     m
+}
+
+/// The route ids of a config as [`RouteName`]s, shared by the records of a run.
+struct Names {
+    by_id: std::collections::HashMap<String, RouteName, ahash::RandomState>,
+    /// `-`: no route.
+    none: RouteName,
+}
+
+impl Names {
+    fn new(set: &crate::policy::PolicySet) -> Names {
+        // Fixed seeds: a lookup table of the config's own ids, nothing an input chooses.
+        let mut by_id =
+            std::collections::HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4));
+        for r in &set.routes {
+            by_id.insert(r.id.clone(), RouteName::from(r.id.as_str()));
+        }
+        Names {
+            by_id,
+            none: RouteName::from("-"),
+        }
+    }
+
+    fn get(&self, id: Option<&str>) -> RouteName {
+        match id {
+            None => self.none.clone(),
+            Some(id) => self
+                .by_id
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| RouteName::from(id)),
+        }
+    }
 }
 
 /// One request through the engine, as a gateway runs it, with the upstream simulated.
@@ -198,6 +296,7 @@ async fn one(
     engine: &Engine,
     timer: &SimTimer,
     ups: &[SimUpstream],
+    names: &Names,
     req: &SimRequest,
 ) -> SimRecord {
     let start = timer.now();
@@ -214,7 +313,7 @@ async fn one(
         body_len: Some(0),
     };
     let mut flow = engine.begin(&info);
-    let route = flow.route().unwrap_or("-").to_owned();
+    let route = names.get(flow.route());
     let mut attempts = 0;
     let status = match flow.admit(timer).await {
         Admission::Respond(r) => r.status,
