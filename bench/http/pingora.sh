@@ -13,9 +13,10 @@
 # has no limiter and sits this one out). Servers alternate within each round; every server is
 # restarted per run, warmed up for 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
 # Access logs off everywhere. Prints one line per run and a table of medians with ratios to
-# weir-pingora. Each run also records the server's CPU time (user + system, all its threads,
-# from /proc) per request served: every proxy here saturates one core, so CPU per request is
-# what decides req/s, and it moves far less than req/s with other load on the machine.
+# weir-pingora. Each run also records the server's CPU time (user and system separately, all
+# its threads, from /proc) per request served: every proxy here saturates one core, so CPU per
+# request is what decides req/s, and it moves far less than req/s with other load on the
+# machine.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -64,7 +65,7 @@ start() {
     wait_port "$PORT"
 }
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # user + system, in clock ticks
+cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; } # "user system", in clock ticks
 TICK=$(getconf CLK_TCK)
 
 RESULTS="$WORK/results"
@@ -76,13 +77,13 @@ run_path() { # $1 path, $2.. servers
         for who in "$@"; do
             start "$who" "$path"
             wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
-            t0=$(cpu_ticks "$PID")
+            read -r u0 s0 <<<"$(cpu_ticks "$PID")"
             read -r rps p50 p99 non n <<<"$(wrk_load "$PORT")"
-            t1=$(cpu_ticks "$PID")
+            read -r u1 s1 <<<"$(cpu_ticks "$PID")"
             stop "$PID"
-            cpu=$(python3 -c "print(f'{($t1 - $t0) / $TICK * 1e6 / max($n, 1):.1f}')")
-            printf '%-6s round %d %-12s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %-7s CPU %6s us/req\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non" "$cpu"
-            echo "$path $who $rps $p50 $p99 $cpu $r" >>"$RESULTS"
+            read -r us ss cpu <<<"$(python3 -c "f = 1e6 / $TICK / max($n, 1); print(f'{($u1 - $u0) * f:.1f} {($s1 - $s0) * f:.1f} {($u1 + $s1 - $u0 - $s0) * f:.1f}')")"
+            printf '%-6s round %d %-12s %8s req/s  p50 %7s ms  p99 %7s ms  non-2xx %-7s CPU %6s us/req (user %s, sys %s)\n' "$path" "$r" "$who" "$rps" "$p50" "$p99" "$non" "$cpu" "$us" "$ss"
+            echo "$path $who $rps $p50 $p99 $cpu $r $us $ss" >>"$RESULTS"
         done
     done
 }
@@ -98,17 +99,17 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 SERVERS = ("plain", "plain-hdr", "pingora", "pingora-lean", "gateway", "nginx")
 print()
-print("| path | server | req/s (median) | p50 ms | p99 ms | CPU us/req (median) | req/s vs weir-pingora |")
-print("|---|---|---:|---:|---:|---:|---:|")
+print("| path | server | req/s (median) | p50 ms | p99 ms | CPU us/req (median) | user | system | req/s vs weir-pingora |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for path in ("proxy", "reject"):
     med = {}
     for who in SERVERS:
         rs = [r for r in rows if r[0] == path and r[1] == who]
         if rs:
-            med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4, 5)]
-    for who, (rps, p50, p99, cpu) in med.items():
+            med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4, 5, 7, 8)]
+    for who, (rps, p50, p99, cpu, us, ss) in med.items():
         ratio = f"{rps / med['pingora'][0]:.2f}x"
-        print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {ratio} |")
+        print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {us:.1f} | {ss:.1f} | {ratio} |")
     # Per-round CPU-per-request ratios (the servers of a round run back to back).
     for weir, base in (("pingora", "plain-hdr"), ("pingora-lean", "plain"), ("pingora", "plain")):
         per = {}
