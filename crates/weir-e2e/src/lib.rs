@@ -19,10 +19,10 @@ pub mod harness;
 pub mod redis;
 pub mod scenarios;
 pub mod scenarios_cluster;
-pub mod scenarios_sim;
 pub mod scenarios_headers;
 pub mod scenarios_outlier;
 pub mod scenarios_quota;
+pub mod scenarios_sim;
 pub mod upstreams;
 
 pub use client::{Client, Resp};

@@ -1888,7 +1888,7 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
 }
 
 pub use crate::scenarios_cluster::*;
-pub use crate::scenarios_sim::*;
 pub use crate::scenarios_headers::*;
 pub use crate::scenarios_outlier::*;
 pub use crate::scenarios_quota::*;
+pub use crate::scenarios_sim::*;
