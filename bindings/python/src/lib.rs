@@ -10,6 +10,7 @@
 mod decision;
 mod errors;
 mod limiters;
+mod quota;
 mod replay;
 mod resilience;
 mod simulation;
@@ -42,6 +43,7 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
         resilience::PyBackoff,
         resilience::PyCircuitBreaker,
         simulation::PySimulation,
+        quota::PyQuota,
     );
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;

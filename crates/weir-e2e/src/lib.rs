@@ -89,6 +89,7 @@ macro_rules! suite {
             quota_exhausted_duplicates_free_adjust_raises,
             quota_later_gate_rejection_free_retries_once_reload_keeps,
             quota_survives_kill_9_under_load,
+            quota_global_exact_across_instances_bypass_written_back_once,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

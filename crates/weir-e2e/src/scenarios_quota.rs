@@ -315,3 +315,102 @@ pub fn quota_survives_kill_9_under_load(bin: &Path) {
         );
     }
 }
+
+/// `scope = "global"`: two instances share one count in Redis — the limit is exact across
+/// them and a repeated event id is free on either; with the store down and
+/// `on_store_error = "allow"` requests pass as bypassed and are kept as `bypass` events,
+/// which the first request after recovery writes to Redis once (not again afterwards).
+pub fn quota_global_exact_across_instances_bypass_written_back_once(bin: &Path) {
+    let Some(mut redis) = crate::redis::RedisServer::start("quota_global") else {
+        return;
+    };
+    let blue = demo("blue");
+    let cfg = |dir: &Path| {
+        let store = format!(
+            "[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout_ms = 250\n\n",
+            redis.url()
+        );
+        let routes = quota_routes(
+            dir,
+            "always",
+            "limit = 4\nperiod = \"month\"\nkey = [\"header:x-consumer\"]\n\
+             event_id = \"header:x-event\"\nscope = \"global\"\non_store_error = \"allow\"",
+            "",
+        );
+        config(&[("blue", blue.addr())], &format!("{store}{routes}"))
+    };
+    let (a, b) = (
+        Gateway::start(bin, &cfg(&scratch_dir())),
+        Gateway::start(bin, &cfg(&scratch_dir())),
+    );
+    let who = unique("acme");
+    let c = format!("x-consumer: {who}");
+    let mut admitted = 0;
+    for i in 0..8 {
+        let (gw, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let ev = format!("x-event: {}", unique("ev"));
+        let r = client::get(gw.addr, "/ok", &[&c, &ev]);
+        if r.status == 200 {
+            admitted += 1;
+            // The same event id on the other instance: passes, consumes nothing.
+            assert_eq!(client::get(other.addr, "/ok", &[&c, &ev]).status, 200);
+        } else {
+            assert_gateway_made(&r, 429, "quota_exhausted");
+            assert!(r.header("retry-after").is_some(), "{r:?}");
+        }
+    }
+    assert_eq!(admitted, 4, "exactly the limit across two instances");
+    assert_eq!(used(&state(&a, &who)), 4);
+    assert_eq!(used(&state(&b, &who)), 4);
+
+    // Store down: a fresh consumer's requests pass as bypassed (a repeated id once).
+    redis.stop();
+    let late = unique("late");
+    let l = format!("x-consumer: {late}");
+    for ev in ["x-event: b-1", "x-event: b-1", "x-event: b-2"] {
+        let r = client::get(a.addr, "/ok", &[&l, ev]);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.header("x-weir-ratelimit"), Some("bypassed"), "{r:?}");
+    }
+    // Store back (empty: the e2e Redis keeps nothing): the first request through `a`
+    // writes the two bypass events back before it consumes.
+    redis.restart();
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client::get(a.addr, "/ok", &[&l, "x-event: after"]);
+        if r.status == 200 && r.header("x-weir-ratelimit").is_none() {
+            break;
+        }
+        assert!(Instant::now() < until, "never recovered: {r:?}");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // `b` has not talked to Redis since its restart: its first call may find the old
+    // connection broken (503, and a new connection for the next call).
+    let until = Instant::now() + Duration::from_secs(5);
+    let path = format!("/admin/quota?route=q&key={late}");
+    while b.admin("GET", &path).status != 200 {
+        assert!(
+            Instant::now() < until,
+            "b's admin never reached Redis again"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let st = state(&b, &late);
+    assert_eq!(used(&st), 3, "2 bypass events + 1 consumption, once: {st}");
+    for _ in 0..3 {
+        assert_eq!(
+            client::get(a.addr, "/ok", &[&l, "x-event: after"]).status,
+            200
+        );
+    }
+    assert_eq!(used(&state(&b, &late)), 3, "never written back twice");
+    let period = st["period"].as_str().unwrap();
+    let lines = b
+        .admin(
+            "GET",
+            &format!("/admin/quota/ledger?route=q&period={period}"),
+        )
+        .text();
+    assert_eq!(lines.matches("\"bypass\"").count(), 2, "{lines}");
+    assert!(!lines.contains(&late), "no raw key in the ledger: {lines}");
+}

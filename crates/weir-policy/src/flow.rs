@@ -457,7 +457,7 @@ impl Flow {
             return Admission::Respond(self.reject_with(Outcome::NoRoute, &[]));
         };
         let steps = async {
-            self.quota_gate(&route)?;
+            self.quota_gate(&route, timer).await?;
             self.rate_limit(&route, timer).await?;
             self.concurrency(&route, timer).await?;
             self.breaker(&route)
@@ -475,24 +475,59 @@ impl Flow {
 
     /// Step 1: the quota gate — reserve this request's cost (settled by
     /// [`Flow::settle_quota`]), pass a repeated event id, or 429 `quota_exhausted`.
-    fn quota_gate(&mut self, route: &RouteRuntime) -> Result<(), GatewayResponse> {
+    async fn quota_gate<T: Timer>(
+        &mut self,
+        route: &RouteRuntime,
+        timer: &T,
+    ) -> Result<(), GatewayResponse> {
         let (Some(q), Some(ledger), Some(ask)) =
             (&route.policy.quota, &route.quota, &self.quota.ask)
         else {
             return Ok(());
         };
-        let gate = crate::quota::service::gate(
-            q,
-            ledger,
-            &route.policy.id,
-            ask,
-            unix_now(),
-            &route.metrics,
-        );
+        let gate = match q.scope {
+            crate::ratelimit::Scope::Local => crate::quota::service::gate(
+                q,
+                ledger,
+                &route.policy.id,
+                ask,
+                unix_now(),
+                &route.metrics,
+            )
+            .map_err(|_| ()),
+            crate::ratelimit::Scope::Global => {
+                let cx = crate::quota::service::GlobalCtx {
+                    store: self.shared.store.load_full().map(|s| (*s).clone()),
+                    timeout: self
+                        .live
+                        .set
+                        .store
+                        .as_ref()
+                        .map_or(Duration::from_millis(100), |s| s.timeout),
+                    timer,
+                    writer: Writer {
+                        revision: self.live.revision,
+                        instance: &self.live.set.server.instance,
+                        unix: unix_now(),
+                    },
+                };
+                crate::quota::service::gate_global(
+                    q,
+                    ledger,
+                    &route.policy.id,
+                    ask,
+                    &route.metrics,
+                    cx,
+                )
+                .await
+                .map_err(|_| ())
+            }
+        };
         let gate = match gate {
             Ok(g) => g,
-            // The ledger's period file cannot be opened: fail closed.
-            Err(_) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, &[])),
+            // The ledger's period file cannot be opened, or the global store failed with
+            // `on_store_error = "deny"`: fail closed.
+            Err(()) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, &[])),
         };
         self.quota.held = gate.held;
         self.quota.headers = gate.headers;

@@ -105,7 +105,10 @@ pub use policy::{
     StoreConfig, UpstreamSettings,
 };
 pub use response::{GatewayResponse, SimpleResponse};
-pub use store::{GlobalStore, StoreError, StoreRequest, store_key};
+pub use store::{
+    GlobalStore, QuotaKeys, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError,
+    StoreRequest, store_key,
+};
 pub use text::HeaderText;
 pub use timer::Timer;
 pub use weir_core::{Decision, Jitter, Limit, LimitKind, MAX_SLIDING_LOG_LIMIT, Nanos, Verdict};

@@ -157,6 +157,42 @@ pub struct RedisSettings {
     pub lease: u64,
 }
 
+/// What the client thread is asked to do.
+enum Msg {
+    /// A rate-limit script.
+    Limit(Job),
+    /// A quota script.
+    Quota(QuotaJob),
+}
+
+/// One global-quota script call (see [`scripts::quota`]).
+struct QuotaJob {
+    script: QuotaScript,
+    keys: Vec<String>,
+    args: Vec<String>,
+    reply: oneshot::Sender<Result<Vec<String>, StoreError>>,
+}
+
+/// The quota scripts, in [`QUOTA_SCRIPTS`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuotaScript {
+    Consume,
+    Release,
+    Bypass,
+    Adjust,
+    Report,
+    Ledger,
+}
+
+const QUOTA_SCRIPTS: [&str; 6] = [
+    scripts::quota::CONSUME,
+    scripts::quota::RELEASE,
+    scripts::quota::BYPASS,
+    scripts::quota::ADJUST,
+    scripts::quota::REPORT,
+    scripts::quota::LEDGER,
+];
+
 struct Job {
     script: LimitKind,
     key: String,
@@ -186,7 +222,7 @@ pub struct RedisStore {
 }
 
 struct Inner {
-    tx: mpsc::UnboundedSender<Job>,
+    tx: mpsc::UnboundedSender<Msg>,
     /// A cluster: outages are per hash slot.
     cluster: bool,
     lease: u64,
@@ -250,7 +286,7 @@ impl RedisStore {
                 Prepared::Done(r) => return r,
                 Prepared::Send(job, rx) => (job, rx),
             };
-            if inner.tx.send(job).is_err() {
+            if inner.tx.send(Msg::Limit(job)).is_err() {
                 return Err(StoreError::new(
                     StoreErrorKind::Unavailable,
                     "client thread stopped",
@@ -311,6 +347,109 @@ impl RedisStore {
             },
             rx,
         )
+    }
+
+    /// One global-quota operation (one script call on the descriptor's node). The call is
+    /// sent now, before the future is first polled: dropping the future does not cancel
+    /// it (the engine gives reservations back from synchronous code that way).
+    pub fn quota(
+        &self,
+        req: weir_policy::QuotaRequest,
+    ) -> impl Future<Output = Result<weir_policy::QuotaReply, StoreError>> + Send + 'static {
+        use weir_policy::QuotaOp;
+        let k = &req.keys;
+        let (mk, ku) = (req.markers_until.to_string(), req.keep_until.to_string());
+        let four = vec![k.counter(), k.ids(), k.log(), k.index()];
+        let opt = |id: &Option<String>| id.clone().unwrap_or_default();
+        let (script, keys, args) = match &req.op {
+            QuotaOp::Consume {
+                limit,
+                cost,
+                event_id,
+                event,
+            } => (
+                QuotaScript::Consume,
+                four,
+                vec![
+                    limit.to_string(),
+                    cost.to_string(),
+                    opt(event_id),
+                    event.clone(),
+                    mk,
+                    ku,
+                    k.digest.clone(),
+                ],
+            ),
+            QuotaOp::Release {
+                entry,
+                cost,
+                event_id,
+            } => (
+                QuotaScript::Release,
+                four,
+                vec![entry.clone(), cost.to_string(), opt(event_id)],
+            ),
+            QuotaOp::Bypass {
+                cost,
+                event_id,
+                event,
+            } => (
+                QuotaScript::Bypass,
+                four,
+                vec![
+                    cost.to_string(),
+                    event_id.clone(),
+                    event.clone(),
+                    mk,
+                    ku,
+                    k.digest.clone(),
+                ],
+            ),
+            QuotaOp::Adjust {
+                amount,
+                event_id,
+                event,
+            } => (
+                QuotaScript::Adjust,
+                four,
+                vec![
+                    amount.to_string(),
+                    event_id.clone(),
+                    event.clone(),
+                    mk,
+                    ku,
+                    k.digest.clone(),
+                ],
+            ),
+            QuotaOp::Report => (QuotaScript::Report, four, Vec::new()),
+            QuotaOp::Ledger => (QuotaScript::Ledger, vec![k.index()], vec![k.prefix.clone()]),
+        };
+        let (reply, rx) = oneshot::channel();
+        let sent = self
+            .inner
+            .tx
+            .send(Msg::Quota(QuotaJob {
+                script,
+                keys,
+                args,
+                reply,
+            }))
+            .is_ok();
+        async move {
+            if !sent {
+                return Err(StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    "client thread stopped",
+                ));
+            }
+            let v = rx.await.map_err(|_| {
+                StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    "client thread dropped the request",
+                )
+            })??;
+            quota_reply(script, v)
+        }
     }
 
     /// The store timeout.
@@ -397,6 +536,45 @@ impl Inner {
             reset_after: Nanos::from_micros(reset_us),
         }
     }
+}
+
+/// A quota script's answer (`{status, used, adjusted, ledger_sum, entry}`, or the
+/// ledger's events) as the engine's [`weir_policy::QuotaReply`].
+fn quota_reply(script: QuotaScript, v: Vec<String>) -> Result<weir_policy::QuotaReply, StoreError> {
+    use weir_policy::{QuotaReply, QuotaStatus};
+    if script == QuotaScript::Ledger {
+        return Ok(QuotaReply {
+            status: QuotaStatus::Done,
+            used: 0,
+            adjusted: 0,
+            ledger_sum: 0,
+            entry: String::new(),
+            events: v,
+        });
+    }
+    let bad = || {
+        StoreError::new(
+            StoreErrorKind::Protocol,
+            "quota script answered an unexpected shape",
+        )
+    };
+    let [st, used, adj, sum, entry]: [String; 5] = v.try_into().map_err(|_| bad())?;
+    let status = match st.as_str() {
+        "ok" => QuotaStatus::Done,
+        "dup" => QuotaStatus::Duplicate,
+        "exhausted" => QuotaStatus::Exhausted,
+        _ => return Err(bad()),
+    };
+    // Lua numbers print as integers below 2^53 (`%.17g`); anything else is a protocol error.
+    let int = |s: &str| s.parse::<i64>().map_err(|_| bad());
+    Ok(QuotaReply {
+        status,
+        used: u64::try_from(int(&used)?).unwrap_or(0),
+        adjusted: int(&adj)?,
+        ledger_sum: u64::try_from(int(&sum)?).unwrap_or(0),
+        entry,
+        events: Vec::new(),
+    })
 }
 
 /// What the client thread connects to: one server, or a cluster from its seed nodes.
@@ -506,7 +684,7 @@ pub fn slot(key: &str) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
 }
 
-fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Job>, timeout: Duration) {
+fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Msg>, timeout: Duration) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -515,11 +693,34 @@ fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Job>, timeout: 
         Err(_) => return, // every request then fails with "client thread stopped"
     };
     let scripts = Arc::new(LimitKind::ALL.map(|k| redis::Script::new(scripts::for_kind(k))));
+    let quota = Arc::new(QUOTA_SCRIPTS.map(redis::Script::new));
     let conn: Arc<tokio::sync::Mutex<Option<Conn>>> = Arc::new(tokio::sync::Mutex::new(None));
     rt.block_on(async move {
-        while let Some(job) = rx.recv().await {
+        while let Some(msg) = rx.recv().await {
             let target = target.clone();
             let conn = conn.clone();
+            let job = match msg {
+                Msg::Limit(job) => job,
+                Msg::Quota(job) => {
+                    let quota = quota.clone();
+                    tokio::spawn(async move {
+                        let out = match tokio::time::timeout(
+                            timeout,
+                            run_quota(&target, &conn, &quota, &job),
+                        )
+                        .await
+                        {
+                            Ok(r) => r,
+                            Err(_) => Err(StoreError::new(
+                                StoreErrorKind::Timeout,
+                                format!("no answer within {} ms", timeout.as_millis()),
+                            )),
+                        };
+                        let _ = job.reply.send(out);
+                    });
+                    continue;
+                }
+            };
             let scripts = scripts.clone();
             tokio::spawn(async move {
                 let out =
@@ -571,25 +772,93 @@ async fn eval(
     }
 }
 
+/// The shared connection, made on first use and again after a single server's
+/// connection broke.
+async fn connection(
+    target: &Target,
+    conn: &tokio::sync::Mutex<Option<Conn>>,
+) -> Result<Conn, StoreError> {
+    let mut guard = conn.lock().await;
+    match guard.as_ref() {
+        Some(c) => Ok(c.clone()),
+        None => {
+            let c = target.connect().await.map_err(|e| {
+                StoreError::new(StoreErrorKind::Unavailable, format!("connect: {e}"))
+            })?;
+            *guard = Some(c.clone());
+            Ok(c)
+        }
+    }
+}
+
+/// A Redis error as a [`StoreError`]; a broken single-server connection is dropped so
+/// the next call makes a new one.
+async fn redis_error(
+    e: redis::RedisError,
+    c: &Conn,
+    conn: &tokio::sync::Mutex<Option<Conn>>,
+) -> StoreError {
+    if e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_cluster_error()
+    {
+        if matches!(c, Conn::Single(_)) {
+            *conn.lock().await = None;
+        }
+        StoreError::new(StoreErrorKind::Unavailable, e.to_string())
+    } else {
+        StoreError::new(StoreErrorKind::Protocol, e.to_string())
+    }
+}
+
+/// One quota script: `EVALSHA` with its keys and arguments, loading it on `NOSCRIPT` on
+/// the node of its first key (as [`eval`]).
+async fn run_quota(
+    target: &Target,
+    conn: &tokio::sync::Mutex<Option<Conn>>,
+    scripts: &[redis::Script; 6],
+    job: &QuotaJob,
+) -> Result<Vec<String>, StoreError> {
+    let mut c = connection(target, conn).await?;
+    let i = job.script as usize;
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(scripts[i].get_hash()).arg(job.keys.len());
+    for k in &job.keys {
+        cmd.arg(k);
+    }
+    for a in &job.args {
+        cmd.arg(a);
+    }
+    let mut tries = 0;
+    let answer = loop {
+        match c.query(&cmd).await {
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    && tries < 2 =>
+            {
+                tries += 1;
+                if let Err(e) = c.load(QUOTA_SCRIPTS[i], &job.keys[0]).await {
+                    break Err(e);
+                }
+            }
+            r => break r,
+        }
+    };
+    match answer.and_then(|v| redis::from_redis_value::<Vec<String>>(v).map_err(Into::into)) {
+        Ok(v) => Ok(v),
+        Err(e) => Err(redis_error(e, &c, conn).await),
+    }
+}
+
 async fn run_job(
     target: &Target,
     conn: &tokio::sync::Mutex<Option<Conn>>,
     scripts: &[redis::Script; 5],
     job: &Job,
 ) -> Result<[u64; 5], StoreError> {
-    let mut c = {
-        let mut guard = conn.lock().await;
-        match guard.as_ref() {
-            Some(c) => c.clone(),
-            None => {
-                let c = target.connect().await.map_err(|e| {
-                    StoreError::new(StoreErrorKind::Unavailable, format!("connect: {e}"))
-                })?;
-                *guard = Some(c.clone());
-                c
-            }
-        }
-    };
+    let mut c = connection(target, conn).await?;
     let code = scripts::for_kind(job.script);
     let answer = eval(&mut c, &scripts[job.script as usize], code, job).await;
     match answer.and_then(|v| redis::from_redis_value::<Vec<i64>>(v).map_err(Into::into)) {
@@ -604,23 +873,9 @@ async fn run_job(
             StoreErrorKind::Protocol,
             format!("script answered {} values, expected 5", v.len()),
         )),
-        Err(e) => {
-            if e.is_io_error()
-                || e.is_connection_dropped()
-                || e.is_connection_refusal()
-                || e.is_timeout()
-                || e.is_cluster_error()
-            {
-                // A single server's connection is made again on the next call; the
-                // cluster connection reconnects nodes and refreshes its slot map itself.
-                if matches!(c, Conn::Single(_)) {
-                    *conn.lock().await = None;
-                }
-                Err(StoreError::new(StoreErrorKind::Unavailable, e.to_string()))
-            } else {
-                Err(StoreError::new(StoreErrorKind::Protocol, e.to_string()))
-            }
-        }
+        // A single server's connection is made again on the next call; the cluster
+        // connection reconnects nodes and refreshes its slot map itself.
+        Err(e) => Err(redis_error(e, &c, conn).await),
     }
 }
 
@@ -632,6 +887,19 @@ impl weir_policy::GlobalStore for RedisStore {
     ) -> std::pin::Pin<Box<dyn Future<Output = Result<Decision, weir_policy::StoreError>> + Send>>
     {
         let fut = RedisStore::acquire(self, &req.key, &req.limit, req.cost);
+        Box::pin(async move {
+            fut.await
+                .map_err(|e| weir_policy::StoreError(e.to_string()))
+        })
+    }
+
+    fn quota(
+        &self,
+        req: weir_policy::QuotaRequest,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<weir_policy::QuotaReply, weir_policy::StoreError>> + Send>,
+    > {
+        let fut = RedisStore::quota(self, req);
         Box::pin(async move {
             fut.await
                 .map_err(|e| weir_policy::StoreError(e.to_string()))

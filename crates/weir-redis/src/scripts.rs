@@ -258,3 +258,120 @@ pub const fn for_kind(k: weir_core::LimitKind) -> &'static str {
         K::SlidingLog => SLIDING_LOG,
     }
 }
+
+/// Global quotas (`[routes.quota] scope = "global"`): one script per operation, each on
+/// the keys of one descriptor and period (`weir_policy::QuotaKeys`, all hash-tagged by
+/// route, so one node runs it).
+///
+/// `KEYS`: counter hash (`used`, `adjusted`), the idempotency set (`c:ID` consumed,
+/// `a:ID` adjustment ids), the key's ledger stream, the period's index of digests.
+/// Every script answers `{status, used, adjusted, ledger_sum, entry}` as strings
+/// (`status`: `ok`, `dup`, `exhausted`); the ledger script answers the events.
+/// Counters are `HINCRBY` integers (exact to 2^63); the limit comparison happens in Lua
+/// numbers, so the engine refuses a global limit of 2^53 or more.
+pub mod quota {
+    /// Shared head: the key's counts, and the expiries of a write.
+    macro_rules! quota_prelude {
+        () => {
+            "local used = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')\n\
+             local adj = tonumber(redis.call('HGET', KEYS[1], 'adjusted') or '0')\n\
+             local function keep(mk, ku)\n\
+               redis.call('EXPIREAT', KEYS[1], ku)\n\
+               redis.call('EXPIREAT', KEYS[2], mk)\n\
+               redis.call('EXPIREAT', KEYS[3], ku)\n\
+               redis.call('EXPIREAT', KEYS[4], ku)\n\
+             end\n\
+             local function answer(st, e)\n\
+               return {st, string.format('%d', used), string.format('%d', adj), '0', e or ''}\n\
+             end\n"
+        };
+    }
+
+    /// ARGV: limit, cost, event id (`""`: none), event JSON, markers_until, keep_until,
+    /// digest. Duplicate → `dup`; `used + cost > limit + adjusted` → `exhausted`; else
+    /// consumed and one `consume` entry appended (`entry` = its stream id).
+    pub const CONSUME: &str = concat!(
+        quota_prelude!(),
+        "local limit = tonumber(ARGV[1])\n\
+         local cost = tonumber(ARGV[2])\n\
+         local id = ARGV[3]\n\
+         if id ~= '' and redis.call('SISMEMBER', KEYS[2], 'c:' .. id) == 1 then return answer('dup') end\n\
+         local eff = limit + adj\n\
+         if eff < 0 then eff = 0 end\n\
+         if used + cost > eff then return answer('exhausted') end\n\
+         used = redis.call('HINCRBY', KEYS[1], 'used', cost)\n\
+         if id ~= '' then redis.call('SADD', KEYS[2], 'c:' .. id) end\n\
+         local e = redis.call('XADD', KEYS[3], '*', 'k', 'consume', 'a', cost, 'e', ARGV[4])\n\
+         redis.call('SADD', KEYS[4], ARGV[7])\n\
+         keep(ARGV[5], ARGV[6])\n\
+         return answer('ok', e)\n"
+    );
+
+    /// ARGV: entry, cost, event id. Deletes the entry; only if it was there, un-counts it
+    /// and forgets the event id.
+    pub const RELEASE: &str = concat!(
+        quota_prelude!(),
+        "if redis.call('XDEL', KEYS[3], ARGV[1]) == 1 then\n\
+           used = redis.call('HINCRBY', KEYS[1], 'used', -tonumber(ARGV[2]))\n\
+           if ARGV[3] ~= '' then redis.call('SREM', KEYS[2], 'c:' .. ARGV[3]) end\n\
+           return answer('ok')\n\
+         end\n\
+         return answer('dup')\n"
+    );
+
+    /// ARGV: cost, event id, event JSON, markers_until, keep_until, digest. A bypass
+    /// event written back once: `dup` when the id was consumed already.
+    pub const BYPASS: &str = concat!(
+        quota_prelude!(),
+        "if redis.call('SISMEMBER', KEYS[2], 'c:' .. ARGV[2]) == 1 then return answer('dup') end\n\
+         redis.call('SADD', KEYS[2], 'c:' .. ARGV[2])\n\
+         used = redis.call('HINCRBY', KEYS[1], 'used', tonumber(ARGV[1]))\n\
+         redis.call('HINCRBY', KEYS[1], 'adjusted', 0)\n\
+         redis.call('XADD', KEYS[3], '*', 'k', 'bypass', 'a', ARGV[1], 'e', ARGV[3])\n\
+         redis.call('SADD', KEYS[4], ARGV[6])\n\
+         keep(ARGV[4], ARGV[5])\n\
+         return answer('ok')\n"
+    );
+
+    /// ARGV: amount (signed), event id, event JSON, markers_until, keep_until, digest.
+    pub const ADJUST: &str = concat!(
+        quota_prelude!(),
+        "if redis.call('SISMEMBER', KEYS[2], 'a:' .. ARGV[2]) == 1 then return answer('dup') end\n\
+         redis.call('SADD', KEYS[2], 'a:' .. ARGV[2])\n\
+         adj = redis.call('HINCRBY', KEYS[1], 'adjusted', tonumber(ARGV[1]))\n\
+         redis.call('HINCRBY', KEYS[1], 'used', 0)\n\
+         redis.call('XADD', KEYS[3], '*', 'k', 'adjust', 'a', ARGV[1], 'e', ARGV[3])\n\
+         redis.call('SADD', KEYS[4], ARGV[6])\n\
+         keep(ARGV[4], ARGV[5])\n\
+         return answer('ok')\n"
+    );
+
+    /// No ARGV. The key's counts and the sum of its `consume` and `bypass` entries.
+    pub const REPORT: &str = concat!(
+        quota_prelude!(),
+        "local sum = 0\n\
+         for _, en in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do\n\
+           local f = en[2]\n\
+           local k, a = nil, 0\n\
+           for i = 1, #f, 2 do\n\
+             if f[i] == 'k' then k = f[i + 1] elseif f[i] == 'a' then a = tonumber(f[i + 1]) end\n\
+           end\n\
+           if k ~= 'adjust' then sum = sum + a end\n\
+         end\n\
+         return {'ok', string.format('%d', used), string.format('%d', adj), string.format('%d', sum), ''}\n"
+    );
+
+    /// KEYS: the period's index; ARGV: the period's key prefix. Every key's events
+    /// (the `e` field of each entry), key by key in entry order. The streams it reads
+    /// share the index's hash tag (one slot).
+    pub const LEDGER: &str = "local out = {}\n\
+         for _, d in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n\
+           for _, en in ipairs(redis.call('XRANGE', ARGV[1] .. d .. ':log', '-', '+')) do\n\
+             local f = en[2]\n\
+             for i = 1, #f, 2 do\n\
+               if f[i] == 'e' then out[#out + 1] = f[i + 1] end\n\
+             end\n\
+           end\n\
+         end\n\
+         return out\n";
+}

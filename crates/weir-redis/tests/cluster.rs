@@ -161,3 +161,57 @@ fn killed_master_fails_only_its_slots_and_recovers_after_promotion() {
         assert!(ok(k), "{k}");
     }
 }
+
+/// Global quotas on the cluster: a route whose hash tag every master serves in turn, one
+/// count across two clients, the ledger and report scripts reading the same slot, and the
+/// quota scripts loaded again after a flush.
+#[test]
+fn global_quota_exact_across_two_clients_on_every_master() {
+    use weir_policy::{QuotaKeys, QuotaOp, QuotaRequest, QuotaStatus};
+    let Some(c) = RedisCluster::start("cluster_quota") else {
+        return;
+    };
+    let (a, b) = (store(&c, 1000), store(&c, 1000));
+    let far = 4_000_000_000;
+    let req = |k: &QuotaKeys, op| QuotaRequest {
+        keys: k.clone(),
+        op,
+        markers_until: far,
+        keep_until: far,
+    };
+    let consume = |i: usize| QuotaOp::Consume {
+        limit: 3,
+        cost: 1,
+        event_id: Some(format!("ev-{}", i / 2)),
+        event: format!("{{\"n\":{i}}}"),
+    };
+    for m in &c.masters() {
+        let route = (0..)
+            .map(|i| format!("q-{}-{i}", m.port))
+            .find(|r| m.serves(weir_redis::slot(&format!("{{{r}}}"))))
+            .unwrap();
+        let k = QuotaKeys::new(&route, "2026-12", &"0f".repeat(16));
+        assert_eq!(c.slot_of(&k.counter()), weir_redis::slot(&k.log()));
+        // Pairs of calls share an event id: the second of each pair is a duplicate.
+        let done = (0..12)
+            .filter(|&i| {
+                let s = if i % 2 == 0 { &a } else { &b };
+                block_on(s.quota(req(&k, consume(i)))).unwrap().status == QuotaStatus::Done
+            })
+            .count();
+        assert_eq!(done, 3, "{route}");
+        let r = block_on(a.quota(req(&k, QuotaOp::Report))).unwrap();
+        assert_eq!((r.used, r.ledger_sum), (3, 3), "{route}");
+        let l = block_on(b.quota(req(&k, QuotaOp::Ledger))).unwrap();
+        assert_eq!(l.events.len(), 3, "{route}");
+        assert!(c.cli(m.port, &["SCRIPT", "FLUSH"]).contains("OK"));
+        let adj = QuotaOp::Adjust {
+            amount: 1,
+            event_id: "adj".into(),
+            event: "{}".into(),
+        };
+        assert_eq!(block_on(a.quota(req(&k, adj))).unwrap().adjusted, 1);
+        let r = block_on(b.quota(req(&k, consume(100)))).unwrap();
+        assert_eq!((r.status, r.used), (QuotaStatus::Done, 4), "{route}");
+    }
+}

@@ -20,6 +20,7 @@ from weir._weir import (
     MAX_SLIDING_LOG_LIMIT,
     ManualClock,
     Permit,
+    Quota,
     RetryBudget,
     Semaphore,
     SlidingLog,

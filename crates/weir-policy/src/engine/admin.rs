@@ -179,9 +179,9 @@ fn route(engine: &Engine, method: &str, target: &str, body: &[u8]) -> GatewayRes
             let list: Vec<serde_json::Value> = live.upstreams.iter().map(|u| u.json(now)).collect();
             GatewayResponse::json(200, &json!({"revision": live.revision, "upstreams": list}))
         }
-        "/admin/quota" => crate::quota::admin::state(&live, query),
-        "/admin/quota/ledger" => crate::quota::admin::ledger(&live, query),
-        "/admin/quota/adjust" => crate::quota::admin::adjust(&live, body),
+        "/admin/quota" => crate::quota::admin::state(&live, &quota_store(shared), query),
+        "/admin/quota/ledger" => crate::quota::admin::ledger(&live, &quota_store(shared), query),
+        "/admin/quota/adjust" => crate::quota::admin::adjust(&live, &quota_store(shared), body),
         _ => {
             drop(live);
             match engine.reload() {
@@ -233,4 +233,9 @@ fn reject_malformed(
     });
     error_response(status, outcome.as_str(), "-", instance, &rid, &[])
         .with_evidence(live.set.server.evidence_headers)
+}
+
+/// The installed global store, for the quota endpoints of global routes.
+fn quota_store(shared: &crate::runtime::Shared) -> crate::quota::admin::StoreRef {
+    shared.store.load_full().map(|s| (*s).clone())
 }

@@ -2,13 +2,64 @@
 //! `ledger_sum` recomputed from the file, adjustments, and a period's events. The engine's
 //! admin router calls these with the revision serving now.
 
-use super::ledger::{Event, KeyReport, RouteLedger, Writer};
+use super::ledger::{Event, KeyReport, Kind, RouteLedger, Writer, digest_hex};
+use super::service::store_request;
 use crate::auth::service::unix_now;
+use crate::ratelimit::Scope;
 use crate::response::GatewayResponse;
 use crate::runtime::Live;
+use crate::store::{GlobalStore, QuotaOp, QuotaReply, QuotaStatus};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
+use weir_core::{PeriodId, QuotaCount};
+
+/// The installed store, for global quotas (the admin API reads them from it).
+pub(crate) type StoreRef = Option<Arc<dyn GlobalStore>>;
+
+/// One store call from the admin thread: waits for the answer (the store bounds every
+/// call by its own timeout; the Redis store always answers within it).
+fn store_call(
+    store: &StoreRef,
+    route: &str,
+    p: PeriodId,
+    digest: &str,
+    op: QuotaOp,
+) -> Result<QuotaReply, GatewayResponse> {
+    let Some(s) = store else {
+        return Err(bad(503, "no global store installed"));
+    };
+    crate::__block_on(s.quota(store_request(route, p, digest, op)))
+        .map_err(|e| bad(503, format!("quota store: {e}")))
+}
+
+/// Whether `route`'s quota is global.
+fn is_global(live: &Live, route: &str) -> bool {
+    live.routes
+        .iter()
+        .find(|r| r.policy.id == route)
+        .and_then(|r| r.policy.quota.as_ref())
+        .is_some_and(|q| q.scope == Scope::Global)
+}
+
+/// A global key's state from the store.
+fn global_report(
+    store: &StoreRef,
+    route: &str,
+    p: PeriodId,
+    digest: u128,
+) -> Result<KeyReport, GatewayResponse> {
+    let r = store_call(store, route, p, &digest_hex(digest), QuotaOp::Report)?;
+    Ok(KeyReport {
+        period: p.to_string(),
+        count: QuotaCount {
+            used: r.used,
+            pending: 0,
+            adjusted: r.adjusted,
+        },
+        ledger_sum: r.ledger_sum,
+    })
+}
 
 fn bad(status: u16, msg: impl Into<String>) -> GatewayResponse {
     GatewayResponse::json(status, &json!({"error": msg.into()}))
@@ -53,7 +104,7 @@ fn state_json(route: &str, limit: u64, r: &KeyReport) -> serde_json::Value {
 }
 
 /// `GET /admin/quota?route=ID&key=VALUE`.
-pub(crate) fn state(live: &Live, query: &str) -> GatewayResponse {
+pub(crate) fn state(live: &Live, store: &StoreRef, query: &str) -> GatewayResponse {
     let route = param(query, "route");
     let (l, limit) = match ledger_of(live, route.as_deref()) {
         Ok(x) => x,
@@ -64,6 +115,12 @@ pub(crate) fn state(live: &Live, query: &str) -> GatewayResponse {
         return bad(400, "missing parameter: key");
     };
     let unix = unix_now();
+    if is_global(live, &route) {
+        return match global_report(store, &route, l.period_at(unix), digest(&route, &key)) {
+            Ok(r) => GatewayResponse::json(200, &state_json(&route, limit, &r)),
+            Err(resp) => resp,
+        };
+    }
     match l.report(digest(&route, &key), l.period_at(unix), unix) {
         Ok(r) => GatewayResponse::json(200, &state_json(&route, limit, &r)),
         Err(e) => bad(500, e),
@@ -84,7 +141,7 @@ struct AdjustBody {
 }
 
 /// `POST /admin/quota/adjust` with `{"route", "key", "amount", "reason", "event_id"[, "period"]}`.
-pub(crate) fn adjust(live: &Live, body: &[u8]) -> GatewayResponse {
+pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8]) -> GatewayResponse {
     let b: AdjustBody = match serde_json::from_slice(body) {
         Ok(b) => b,
         Err(e) => return bad(400, format!("invalid body: {e}")),
@@ -110,6 +167,40 @@ pub(crate) fn adjust(live: &Live, body: &[u8]) -> GatewayResponse {
         unix,
     };
     let _ = b.reason;
+    if is_global(live, &b.route) {
+        let p = period.unwrap_or_else(|| l.period_at(unix));
+        let d = digest(&b.route, &b.key);
+        let e = Event {
+            ts: crate::accesslog::rfc3339(unix, 0),
+            period: p.to_string(),
+            route: b.route.clone(),
+            key_digest: digest_hex(d),
+            event_id: Some(b.event_id.clone()),
+            kind: Kind::Adjust,
+            amount: b.amount,
+            revision: w.revision,
+            instance: w.instance.to_string(),
+        };
+        let op = QuotaOp::Adjust {
+            amount: b.amount,
+            event_id: b.event_id.clone(),
+            event: serde_json::to_string(&e).unwrap_or_default(),
+        };
+        let fresh = match store_call(store, &b.route, p, &digest_hex(d), op) {
+            Ok(r) => r.status == QuotaStatus::Done,
+            Err(resp) => return resp,
+        };
+        return match global_report(store, &b.route, p, d) {
+            Ok(r) => {
+                let mut v = state_json(&b.route, limit, &r);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("applied".into(), fresh.into());
+                }
+                GatewayResponse::json(200, &v)
+            }
+            Err(resp) => resp,
+        };
+    }
     match l.adjust(digest(&b.route, &b.key), b.amount, &b.event_id, period, w) {
         Ok((fresh, r)) => {
             let mut v = state_json(&b.route, limit, &r);
@@ -123,7 +214,7 @@ pub(crate) fn adjust(live: &Live, body: &[u8]) -> GatewayResponse {
 }
 
 /// `GET /admin/quota/ledger?route=ID&period=P` → the period's events as JSON lines.
-pub(crate) fn ledger(live: &Live, query: &str) -> GatewayResponse {
+pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str) -> GatewayResponse {
     let route = param(query, "route");
     let (l, _) = match ledger_of(live, route.as_deref()) {
         Ok(x) => x,
@@ -138,6 +229,20 @@ pub(crate) fn ledger(live: &Live, query: &str) -> GatewayResponse {
             None => return bad(400, format!("period: {p:?} is not a period of this quota")),
         },
     };
+    if is_global(live, route.as_deref().unwrap_or_default()) {
+        let route = route.unwrap_or_default();
+        return match store_call(store, &route, period, "", QuotaOp::Ledger) {
+            Ok(r) => {
+                let mut out = String::new();
+                for e in &r.events {
+                    out.push_str(e);
+                    out.push('\n');
+                }
+                GatewayResponse::text(200, "application/x-ndjson", out)
+            }
+            Err(resp) => resp,
+        };
+    }
     match l.events(&period.to_string()) {
         Ok(events) => {
             let mut out = String::new();

@@ -210,12 +210,14 @@ pub(crate) fn compile(k: &str, q: RawQuota, have_store: bool, ctx: &Ctx<'_>) -> 
                 "scope = \"global\" needs a [store] section",
             ));
         }
-        Scope::Global => {
+        // The store compares in Lua numbers: exact below 2^53.
+        Scope::Global if limit >= 1 << 53 => {
             return Err(ctx.err(
-                format!("{k}.scope"),
-                "global quotas are not available in this version (use scope = \"local\")",
+                format!("{k}.limit"),
+                "a global quota's limit must be below 2^53 (9007199254740992)",
             ));
         }
+        Scope::Global => {}
         Scope::Local if q.on_store_error.is_some() => {
             return Err(ctx.err(
                 format!("{k}.on_store_error"),

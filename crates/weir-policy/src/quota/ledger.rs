@@ -314,6 +314,21 @@ pub(crate) struct RouteLedger {
     period: Period,
     sync: SyncPolicy,
     book: Mutex<Book>,
+    /// Global scope: `bypass` events not yet written to the store (oldest first). Filled
+    /// by [`RouteLedger::record_bypass`] and, on open, from the current period's file
+    /// (writing one back again is harmless: the store dedupes by event id).
+    pending: Mutex<Vec<Event>>,
+    /// One request at a time writes pending events back.
+    writing_back: std::sync::atomic::AtomicBool,
+}
+
+/// The write-back turn; ends when dropped.
+pub(crate) struct WriteBackTurn<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for WriteBackTurn<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// `route` as a file name: ASCII letters, digits, `-` and `_` kept, every other byte
@@ -356,7 +371,15 @@ impl RouteLedger {
             period,
             sync,
             book: Mutex::new(book),
+            pending: Mutex::new(Vec::new()),
+            writing_back: std::sync::atomic::AtomicBool::new(false),
         });
+        let current = period.at(unix).to_string();
+        *lock(&l.pending) = l
+            .events(&current)?
+            .into_iter()
+            .filter(|e| e.kind == Kind::Bypass)
+            .collect();
         if let SyncPolicy::Every(d) = sync {
             spawn_flusher(Arc::downgrade(&l), d);
         }
@@ -602,6 +625,73 @@ impl RouteLedger {
         scan(&bytes)
             .map(|s| s.events)
             .map_err(|c| format!("{}: corrupt record at byte {}", path.display(), c.offset))
+    }
+
+    /// Global scope, store down, `on_store_error = "allow"`: records a request admitted as
+    /// bypassed — a `bypass` event in this (local) ledger, on disk per `sync`, queued for
+    /// write-back. `Ok(false)`: its event id was recorded already this period (nothing).
+    pub(crate) fn record_bypass(
+        &self,
+        digest: u128,
+        cost: u64,
+        event_id: &str,
+        w: Writer<'_>,
+    ) -> Result<bool, String> {
+        let mut b = self.book_at(w.unix)?;
+        let e = Event {
+            ts: crate::accesslog::rfc3339(w.unix, 0),
+            period: b.id.to_string(),
+            route: self.route.clone(),
+            key_digest: digest_hex(digest),
+            event_id: Some(event_id.to_string()),
+            kind: Kind::Bypass,
+            amount: cost as i64,
+            revision: w.revision,
+            instance: w.instance.to_string(),
+        };
+        let k = b.keys.entry(digest).or_default();
+        if !k.ids.insert(id_hash(Kind::Bypass, event_id)) {
+            return Ok(false);
+        }
+        k.count.used = k.count.used.saturating_add(cost);
+        let file = b.file.clone();
+        let seq = file
+            .append(&e)
+            .map_err(|err| format!("{}: cannot append: {err}", file.path.display()))?;
+        drop(b);
+        lock(&self.pending).push(e);
+        if self.sync == SyncPolicy::Always {
+            file.sync_to(seq)
+                .map_err(|err| format!("{}: cannot sync: {err}", file.path.display()))?;
+        }
+        Ok(true)
+    }
+
+    /// The write-back turn, unless another request has it.
+    pub(crate) fn write_back_turn(&self) -> Option<WriteBackTurn<'_>> {
+        self.writing_back
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| WriteBackTurn(&self.writing_back))
+    }
+
+    /// Whether bypass events wait for write-back.
+    pub(crate) fn has_pending(&self) -> bool {
+        !lock(&self.pending).is_empty()
+    }
+
+    /// The oldest bypass event waiting for write-back (it stays queued until
+    /// [`RouteLedger::written_back`]).
+    pub(crate) fn next_pending(&self) -> Option<Event> {
+        lock(&self.pending).first().cloned()
+    }
+
+    /// The store took (or already had) the oldest pending event `e`.
+    pub(crate) fn written_back(&self, e: &Event) {
+        let mut p = lock(&self.pending);
+        if p.first() == Some(e) {
+            p.remove(0);
+        }
     }
 
     /// Flushes what was written (shutdown, tests).

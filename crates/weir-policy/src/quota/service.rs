@@ -8,13 +8,21 @@
 //! is either one `consume` event or nothing.
 
 use super::layer::{Cost, QuotaPolicy, QuotaSettings};
-use super::ledger::{Reserved, RouteLedger, Ticket, Writer};
+use super::ledger::{Event, Kind, Reserved, RouteLedger, Ticket, Writer, digest_hex};
 use crate::descriptor::Headers;
 use crate::metrics::RouteMetrics;
 use crate::policy::PolicySet;
+use crate::ratelimit::OnStoreError;
+use crate::store::{
+    GlobalStore, QuotaKeys, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError,
+};
 use crate::text::HeaderText;
+use crate::timer::{Either, Timer, select};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use weir_core::{PeriodId, QuotaCount};
 
 /// Longest event id accepted (bytes); a longer one is 400 `bad_request`.
 pub(crate) const MAX_EVENT_ID_BYTES: usize = 256;
@@ -95,10 +103,28 @@ pub(crate) fn ask(q: &QuotaPolicy, digest: u128, headers: &dyn Headers) -> Resul
 }
 
 /// A reservation a request holds until it is settled.
-pub(crate) struct Held {
-    ledger: Arc<RouteLedger>,
-    ticket: Ticket,
-    cost: u64,
+pub(crate) enum Held {
+    /// Local scope: units reserved in the route's ledger.
+    Local {
+        ledger: Arc<RouteLedger>,
+        ticket: Ticket,
+        cost: u64,
+    },
+    /// Global scope: consumed in the store by the gate's one script call, provisionally
+    /// (given back with one more call when the request is not admitted after all).
+    Global {
+        store: Arc<dyn GlobalStore>,
+        release: QuotaRequest,
+        cost: u64,
+    },
+    /// Global scope while the store failed (`on_store_error = "allow"`): recorded as a
+    /// `bypass` event in the local ledger when it settles, written back on recovery.
+    Bypass {
+        ledger: Arc<RouteLedger>,
+        digest: u128,
+        cost: u64,
+        event_id: String,
+    },
 }
 
 /// The gate's answer for one request.
@@ -124,7 +150,7 @@ pub(crate) fn gate(
     let t = period.secs_to_end(unix);
     let (held, remaining, exhausted) = match r {
         Reserved::Taken(ticket, rem) => (
-            Some(Held {
+            Some(Held::Local {
                 ledger: ledger.clone(),
                 ticket,
                 cost: a.cost,
@@ -141,7 +167,23 @@ pub(crate) fn gate(
             (None, rem, Some(t))
         }
     };
-    let headers = if q.headers {
+    let headers = quota_headers(q, route_id, period, remaining, t);
+    Ok(Gate {
+        held,
+        headers,
+        exhausted,
+    })
+}
+
+/// The `"ROUTE.quota"` RateLimit items (none with `headers = false`).
+fn quota_headers(
+    q: &QuotaPolicy,
+    route_id: &str,
+    period: PeriodId,
+    remaining: u64,
+    t: u64,
+) -> Vec<(&'static str, HeaderText)> {
+    if q.headers {
         vec![
             (
                 "ratelimit-policy",
@@ -158,12 +200,245 @@ pub(crate) fn gate(
         ]
     } else {
         Vec::new()
+    }
+}
+
+/// Idempotency markers of a global period live this long past its end: requests admitted
+/// just before the end settle, and bypass events can still be written back once.
+pub(crate) const MARKER_GRACE_SECS: u64 = 3600;
+
+/// A global quota's period expiries: markers at the end plus [`MARKER_GRACE_SECS`];
+/// counters and events one more period (the previous period stays readable).
+pub(crate) fn expiries(p: PeriodId) -> (u64, u64) {
+    let markers = p.end.saturating_add(MARKER_GRACE_SECS);
+    (markers, p.end.saturating_add(p.len()).max(markers))
+}
+
+/// The store request of `op` on `digest` in period `p` of `route`.
+pub(crate) fn store_request(route: &str, p: PeriodId, digest: &str, op: QuotaOp) -> QuotaRequest {
+    let (markers_until, keep_until) = expiries(p);
+    QuotaRequest {
+        keys: QuotaKeys::new(route, &p.to_string(), digest),
+        op,
+        markers_until,
+        keep_until,
+    }
+}
+
+/// One store call bounded by `timeout` (raced against the frontend's timer).
+pub(crate) async fn ask_store<T: Timer>(
+    store: &Arc<dyn GlobalStore>,
+    req: QuotaRequest,
+    timeout: Duration,
+    timer: &T,
+) -> Result<QuotaReply, StoreError> {
+    let fut = store.quota(req);
+    let sleep = core::pin::pin!(timer.sleep(timeout));
+    match select(fut, sleep).await {
+        Either::Left(r) => r,
+        Either::Right(()) => Err(StoreError(format!("timed out after {timeout:?}"))),
+    }
+}
+
+/// Where a global quota asks, and who writes its events.
+pub(crate) struct GlobalCtx<'a, T> {
+    /// The installed store (`None`: behaves as a failing store).
+    pub store: Option<Arc<dyn GlobalStore>>,
+    /// `[store] timeout_ms`.
+    pub timeout: Duration,
+    /// The frontend's timer.
+    pub timer: &'a T,
+    /// Revision and instance of the events.
+    pub writer: Writer<'a>,
+}
+
+/// A global quota's store failed and `on_store_error = "deny"` (→ 503).
+pub(crate) struct StoreDown;
+
+/// Makes bypass ids unique within an instance's run (with its start time, across runs).
+static BYPASS_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The global quota gate: first the write-back of any bypass events (the store is asked
+/// anyway, and only one request at a time writes back), then one script call that passes
+/// a duplicate event id, refuses an exhausted key, or consumes provisionally.
+pub(crate) async fn gate_global<T: Timer>(
+    q: &QuotaPolicy,
+    ledger: &Arc<RouteLedger>,
+    route_id: &str,
+    a: &Ask,
+    metrics: &RouteMetrics,
+    cx: GlobalCtx<'_, T>,
+) -> Result<Gate, StoreDown> {
+    let unix = cx.writer.unix;
+    let period = q.period.at(unix);
+    let t = period.secs_to_end(unix);
+    let digest = digest_hex(a.digest);
+    let answer = match &cx.store {
+        None => Err(StoreError("no global store installed".into())),
+        Some(store) => {
+            write_back(q, ledger, store, cx.timeout, cx.timer, unix).await;
+            let event = event_json(
+                route_id,
+                period,
+                &digest,
+                a.event_id.clone(),
+                Kind::Consume,
+                a.cost as i64,
+                cx.writer,
+            );
+            let op = QuotaOp::Consume {
+                limit: q.limit,
+                cost: a.cost,
+                event_id: a.event_id.clone(),
+                event,
+            };
+            let req = store_request(route_id, period, &digest, op);
+            ask_store(store, req, cx.timeout, cx.timer).await
+        }
+    };
+    let remaining = |r: &QuotaReply| {
+        QuotaCount {
+            used: r.used,
+            pending: 0,
+            adjusted: r.adjusted,
+        }
+        .remaining(q.limit)
+    };
+    let (held, rem, exhausted) = match answer {
+        Ok(r) => match r.status {
+            QuotaStatus::Done => {
+                let store = cx.store.clone().ok_or(StoreDown)?;
+                let release = store_request(
+                    route_id,
+                    period,
+                    &digest,
+                    QuotaOp::Release {
+                        entry: r.entry.clone(),
+                        cost: a.cost,
+                        event_id: a.event_id.clone(),
+                    },
+                );
+                let held = Held::Global {
+                    store,
+                    release,
+                    cost: a.cost,
+                };
+                (Some(held), remaining(&r), None)
+            }
+            QuotaStatus::Duplicate => {
+                metrics.quota_duplicates.inc();
+                (None, remaining(&r), None)
+            }
+            QuotaStatus::Exhausted => {
+                metrics.quota_exhausted.inc();
+                (None, remaining(&r), Some(t))
+            }
+        },
+        Err(_) if q.on_store_error == OnStoreError::Deny => return Err(StoreDown),
+        Err(_) => {
+            metrics.bypassed.inc();
+            let event_id = a.event_id.clone().unwrap_or_else(|| {
+                let n = BYPASS_SEQ.fetch_add(1, Ordering::Relaxed);
+                format!("bypass-{}-{}-{n}", cx.writer.instance, *START)
+            });
+            let held = Held::Bypass {
+                ledger: ledger.clone(),
+                digest: a.digest,
+                cost: a.cost,
+                event_id,
+            };
+            let mut g = Gate {
+                held: Some(held),
+                headers: Vec::new(),
+                exhausted: None,
+            };
+            g.headers
+                .push(("x-weir-ratelimit", HeaderText::from_static("bypassed")));
+            return Ok(g);
+        }
     };
     Ok(Gate {
         held,
-        headers,
+        headers: quota_headers(q, route_id, period, rem, t),
         exhausted,
     })
+}
+
+/// The process start in Unix nanoseconds (part of generated bypass ids).
+static START: std::sync::LazyLock<u128> = std::sync::LazyLock::new(|| {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+});
+
+/// A ledger event as JSON (the store keeps it as the entry's `e` field).
+fn event_json(
+    route: &str,
+    period: PeriodId,
+    digest: &str,
+    event_id: Option<String>,
+    kind: Kind,
+    amount: i64,
+    w: Writer<'_>,
+) -> String {
+    let e = Event {
+        ts: crate::accesslog::rfc3339(w.unix, 0),
+        period: period.to_string(),
+        route: route.to_string(),
+        key_digest: digest.to_string(),
+        event_id,
+        kind,
+        amount,
+        revision: w.revision,
+        instance: w.instance.to_string(),
+    };
+    serde_json::to_string(&e).unwrap_or_default()
+}
+
+/// Writes the route's pending bypass events to the store, oldest first, one script call
+/// each, until one fails. Each is idempotent by its event id in the store, so a write the
+/// gateway did not see succeed (a timeout, a crash) is simply sent again: counted once.
+/// Events whose period's markers have expired are dropped from the queue (they stay in
+/// the local ledger file), since the store could no longer tell a repeat.
+pub(crate) async fn write_back<T: Timer>(
+    q: &QuotaPolicy,
+    ledger: &RouteLedger,
+    store: &Arc<dyn GlobalStore>,
+    timeout: Duration,
+    timer: &T,
+    unix: u64,
+) -> usize {
+    if !ledger.has_pending() {
+        return 0;
+    }
+    let Some(_turn) = ledger.write_back_turn() else {
+        return 0;
+    };
+    let mut written = 0;
+    while let Some(e) = ledger.next_pending() {
+        let Some(p) = q.period.parse(&e.period) else {
+            ledger.written_back(&e);
+            continue;
+        };
+        if unix >= expiries(p).0 {
+            ledger.written_back(&e);
+            continue;
+        }
+        let op = QuotaOp::Bypass {
+            cost: e.amount.max(0) as u64,
+            event_id: e.event_id.clone().unwrap_or_default(),
+            event: serde_json::to_string(&e).unwrap_or_default(),
+        };
+        let req = store_request(&e.route, p, &e.key_digest, op);
+        match ask_store(store, req, timeout, timer).await {
+            Ok(_) => {
+                ledger.written_back(&e);
+                written += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    written
 }
 
 impl Held {
@@ -176,14 +451,44 @@ impl Held {
         w: Writer<'_>,
         metrics: &RouteMetrics,
     ) -> Result<(), String> {
-        if !consume {
-            self.ledger.release(&self.ticket);
-            return Ok(());
+        match self {
+            Held::Local {
+                ledger,
+                ticket,
+                cost,
+            } => {
+                if !consume {
+                    ledger.release(&ticket);
+                    return Ok(());
+                }
+                match ledger.commit(&ticket, w)? {
+                    true => metrics.quota_consumed.inc_by(cost),
+                    false => metrics.quota_duplicates.inc(),
+                };
+            }
+            Held::Global {
+                store,
+                release,
+                cost,
+            } => {
+                if consume {
+                    metrics.quota_consumed.inc_by(cost);
+                } else {
+                    // Sent at once (see `GlobalStore::quota`); the answer is not awaited.
+                    drop(store.quota(release));
+                }
+            }
+            Held::Bypass {
+                ledger,
+                digest,
+                cost,
+                event_id,
+            } => {
+                if consume && ledger.record_bypass(digest, cost, &event_id, w)? {
+                    metrics.quota_consumed.inc_by(cost);
+                }
+            }
         }
-        match self.ledger.commit(&self.ticket, w)? {
-            true => metrics.quota_consumed.inc_by(self.cost),
-            false => metrics.quota_duplicates.inc(),
-        };
         Ok(())
     }
 }

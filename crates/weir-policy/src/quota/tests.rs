@@ -299,3 +299,150 @@ proptest! {
         crate::fuzz_ledger(&data);
     }
 }
+
+/// The bypass write-back against a model store that may fail a call before applying it
+/// or after (the answer is lost), with restarts that re-read the local journal in
+/// between: the store counts each recorded bypass event exactly once — never twice, and
+/// every one once a write-back finally goes through.
+mod write_back {
+    use super::*;
+    use crate::quota::layer::{Cost, QuotaPolicy};
+    use crate::quota::service::write_back;
+    use crate::ratelimit::{OnStoreError, Scope};
+    use crate::store::{GlobalStore, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError};
+    use core::future::Future;
+    use core::pin::Pin;
+    use std::sync::Mutex;
+
+    /// What the next store calls do: `0` apply and answer, `1` fail before applying,
+    /// `2` apply and lose the answer.
+    #[derive(Default)]
+    struct ModelStore {
+        ids: Mutex<HashSet<(String, String, String)>>,
+        used: Mutex<u64>,
+        plan: Mutex<Vec<u8>>,
+    }
+
+    impl GlobalStore for ModelStore {
+        fn acquire(
+            &self,
+            _: crate::store::StoreRequest,
+        ) -> Pin<Box<dyn Future<Output = Result<weir_core::Decision, StoreError>> + Send>> {
+            Box::pin(core::future::ready(Err(StoreError("unused".into()))))
+        }
+        fn quota(
+            &self,
+            req: QuotaRequest,
+        ) -> Pin<Box<dyn Future<Output = Result<QuotaReply, StoreError>> + Send>> {
+            let step = self.plan.lock().unwrap().pop().unwrap_or(0);
+            let QuotaOp::Bypass { cost, event_id, .. } = req.op else {
+                panic!("only bypass write-backs here")
+            };
+            let out = if step == 1 {
+                Err(StoreError("down".into()))
+            } else {
+                let fresh = self.ids.lock().unwrap().insert((
+                    req.keys.prefix.clone(),
+                    req.keys.digest.clone(),
+                    event_id,
+                ));
+                if fresh {
+                    *self.used.lock().unwrap() += cost;
+                }
+                if step == 2 {
+                    Err(StoreError("answer lost".into()))
+                } else {
+                    Ok(QuotaReply {
+                        status: if fresh {
+                            QuotaStatus::Done
+                        } else {
+                            QuotaStatus::Duplicate
+                        },
+                        used: 0,
+                        adjusted: 0,
+                        ledger_sum: 0,
+                        entry: String::new(),
+                        events: Vec::new(),
+                    })
+                }
+            };
+            Box::pin(core::future::ready(out))
+        }
+    }
+
+    struct Never;
+    impl crate::timer::Timer for Never {
+        fn sleep(&self, _: Duration) -> impl Future<Output = ()> {
+            core::future::pending()
+        }
+    }
+
+    fn policy() -> QuotaPolicy {
+        QuotaPolicy {
+            limit: LIMIT,
+            period: PERIOD,
+            key: Vec::new(),
+            cost: Cost::Fixed(1),
+            event_id: None,
+            scope: Scope::Global,
+            on_store_error: OnStoreError::Allow,
+            headers: true,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A bypassed request of key `k` with event id `e` (a small pool: repeats happen).
+        Bypass(u8, u8),
+        /// A write-back attempt with this failure plan (last first).
+        WriteBack(Vec<u8>),
+        /// The gateway restarts (the journal is read again; everything is re-queued).
+        Restart,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..3, 0u8..6).prop_map(|(k, e)| Op::Bypass(k, e)),
+            3 => proptest::collection::vec(0u8..3, 0..4).prop_map(Op::WriteBack),
+            1 => Just(Op::Restart),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn each_bypass_event_counts_once(ops in proptest::collection::vec(op(), 1..40)) {
+            let dir = tmp_dir("writeback");
+            let q = policy();
+            let model = Arc::new(ModelStore::default());
+            let store: Arc<dyn GlobalStore> = model.clone();
+            let used = || *model.used.lock().unwrap();
+            let (mut l, _) = open(&dir, 100);
+            let mut recorded: HashSet<(u8, u8)> = HashSet::new();
+            for o in ops {
+                match o {
+                    Op::Bypass(k, e) => {
+                        let fresh = l
+                            .record_bypass(u128::from(k), 1, &format!("ev-{e}"), w(100))
+                            .unwrap();
+                        prop_assert_eq!(fresh, recorded.insert((k, e)));
+                    }
+                    Op::WriteBack(plan) => {
+                        *model.plan.lock().unwrap() = plan;
+                        crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100));
+                    }
+                    Op::Restart => {
+                        drop(l);
+                        l = open(&dir, 100).0;
+                    }
+                }
+                prop_assert!(used() <= recorded.len() as u64, "never more than recorded");
+            }
+            model.plan.lock().unwrap().clear();
+            crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100));
+            prop_assert_eq!(used(), recorded.len() as u64, "every bypass event once");
+            prop_assert!(!l.has_pending());
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
