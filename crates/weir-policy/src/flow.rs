@@ -498,12 +498,7 @@ impl Flow {
             crate::ratelimit::Scope::Global => {
                 let cx = crate::quota::service::GlobalCtx {
                     store: self.shared.store.load_full().map(|s| (*s).clone()),
-                    timeout: self
-                        .live
-                        .set
-                        .store
-                        .as_ref()
-                        .map_or(Duration::from_millis(100), |s| s.timeout),
+                    timeout: self.live.store_timeout(),
                     timer,
                     writer: Writer {
                         revision: self.live.revision,
@@ -597,12 +592,7 @@ impl Flow {
                 }
                 crate::ratelimit::Scope::Local => None,
             },
-            timeout: self
-                .live
-                .set
-                .store
-                .as_ref()
-                .map_or(Duration::from_millis(100), |s| s.timeout),
+            timeout: self.live.store_timeout(),
             clock: &*self.shared.clock,
         };
         let deadline = self.deadline;

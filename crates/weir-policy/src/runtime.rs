@@ -80,6 +80,14 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// The store's per-call timeout (`[store] timeout_ms`; 100 ms without a store).
+    pub(crate) fn store_timeout(&self) -> std::time::Duration {
+        self.set
+            .store
+            .as_ref()
+            .map_or(std::time::Duration::from_millis(100), |s| s.timeout)
+    }
+
     /// Revision `revision` of `set`; state of unchanged policies is taken from `old`.
     pub(crate) fn build(
         revision: u64,

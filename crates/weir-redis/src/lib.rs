@@ -287,17 +287,11 @@ impl RedisStore {
                 Prepared::Send(job, rx) => (job, rx),
             };
             if inner.tx.send(Msg::Limit(job)).is_err() {
-                return Err(StoreError::new(
-                    StoreErrorKind::Unavailable,
-                    "client thread stopped",
-                ));
+                return Err(client_gone("client thread stopped"));
             }
-            let out = rx.await.map_err(|_| {
-                StoreError::new(
-                    StoreErrorKind::Unavailable,
-                    "client thread dropped the request",
-                )
-            })??;
+            let out = rx
+                .await
+                .map_err(|_| client_gone("client thread dropped the request"))??;
             Ok(inner.absorb(&key, &limit, cost, out))
         }
     }
@@ -437,17 +431,11 @@ impl RedisStore {
             .is_ok();
         async move {
             if !sent {
-                return Err(StoreError::new(
-                    StoreErrorKind::Unavailable,
-                    "client thread stopped",
-                ));
+                return Err(client_gone("client thread stopped"));
             }
-            let v = rx.await.map_err(|_| {
-                StoreError::new(
-                    StoreErrorKind::Unavailable,
-                    "client thread dropped the request",
-                )
-            })??;
+            let v = rx
+                .await
+                .map_err(|_| client_gone("client thread dropped the request"))??;
             quota_reply(script, v)
         }
     }
@@ -704,18 +692,7 @@ fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Msg>, timeout: 
                 Msg::Quota(job) => {
                     let quota = quota.clone();
                     tokio::spawn(async move {
-                        let out = match tokio::time::timeout(
-                            timeout,
-                            run_quota(&target, &conn, &quota, &job),
-                        )
-                        .await
-                        {
-                            Ok(r) => r,
-                            Err(_) => Err(StoreError::new(
-                                StoreErrorKind::Timeout,
-                                format!("no answer within {} ms", timeout.as_millis()),
-                            )),
-                        };
+                        let out = bounded(timeout, run_quota(&target, &conn, &quota, &job)).await;
                         let _ = job.reply.send(out);
                     });
                     continue;
@@ -723,16 +700,7 @@ fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Msg>, timeout: 
             };
             let scripts = scripts.clone();
             tokio::spawn(async move {
-                let out =
-                    match tokio::time::timeout(timeout, run_job(&target, &conn, &scripts, &job))
-                        .await
-                    {
-                        Ok(r) => r,
-                        Err(_) => Err(StoreError::new(
-                            StoreErrorKind::Timeout,
-                            format!("no answer within {} ms", timeout.as_millis()),
-                        )),
-                    };
+                let out = bounded(timeout, run_job(&target, &conn, &scripts, &job)).await;
                 let _ = job.reply.send(out);
             });
         }
@@ -815,6 +783,25 @@ async fn redis_error(
 
 /// One quota script: `EVALSHA` with its keys and arguments, loading it on `NOSCRIPT` on
 /// the node of its first key (as [`eval`]).
+/// The store's client thread is gone (or never started): `what` says which way.
+fn client_gone(what: &'static str) -> StoreError {
+    StoreError::new(StoreErrorKind::Unavailable, what)
+}
+
+/// `f` within `timeout`, or a timeout error naming it.
+async fn bounded<T>(
+    timeout: Duration,
+    f: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::new(
+            StoreErrorKind::Timeout,
+            format!("no answer within {} ms", timeout.as_millis()),
+        )),
+    }
+}
+
 async fn run_quota(
     target: &Target,
     conn: &tokio::sync::Mutex<Option<Conn>>,

@@ -4,37 +4,16 @@
 
 mod common;
 
-use std::future::Future;
-use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Server, block_on, free_port};
+use common::{Server, SleepTimer, block_on, free_port};
 use weir_policy::config::writer::ConfigText;
-use weir_policy::{Admission, Engine, RequestInfo, Timer};
+use weir_policy::{Admission, Engine, RequestInfo};
 
 /// A redis-server on a free port (or a skip, see `common::installed`).
 fn redis() -> Option<Server> {
     Server::start()
-}
-
-/// A timer for a blocking test executor: the future is ready once its deadline passed.
-struct SleepTimer;
-struct Sleep(Instant);
-impl Future for Sleep {
-    type Output = ();
-    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.0 {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-impl Timer for SleepTimer {
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
-        Sleep(Instant::now() + d)
-    }
 }
 
 fn config(port: u16, on_error: &str) -> String {

@@ -7,36 +7,14 @@
 
 mod common;
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Server, block_on, free_port};
+use common::{Server, SleepTimer, block_on, free_port};
 use weir_policy::config::writer::ConfigText;
-use weir_policy::{
-    Admission, Engine, QuotaKeys, QuotaOp, QuotaRequest, QuotaStatus, RequestInfo, Timer,
-};
+use weir_policy::{Admission, Engine, QuotaKeys, QuotaOp, QuotaRequest, QuotaStatus, RequestInfo};
 use weir_redis::{RedisSettings, RedisStore};
-
-struct SleepTimer;
-struct Sleep(Instant);
-impl Future for Sleep {
-    type Output = ();
-    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.0 {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-impl Timer for SleepTimer {
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
-        Sleep(Instant::now() + d)
-    }
-}
 
 /// A fresh directory for one engine's local ledger (the bypass journal).
 fn temp_dir(name: &str) -> PathBuf {

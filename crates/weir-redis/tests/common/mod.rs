@@ -115,3 +115,22 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         thread::park_timeout(Duration::from_millis(2));
     }
 }
+
+/// A timer for [`block_on`]: the future is ready once its deadline passed.
+pub struct SleepTimer;
+pub struct Sleep(Instant);
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+impl weir_policy::Timer for SleepTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        Sleep(Instant::now() + d)
+    }
+}
