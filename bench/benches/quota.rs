@@ -15,9 +15,22 @@ use std::hint::black_box;
 use std::time::Duration;
 use weir_policy::{Admission, AttemptResult, Engine, Next, RequestInfo, Timer};
 
-struct NoWait;
-impl Timer for NoWait {
-    async fn sleep(&self, _d: Duration) {}
+/// The engine's timer for a spinning executor: a sleep is over once its deadline passed
+/// (a timer that is ready at once would time every store call out before Redis answers).
+struct Deadline;
+impl Timer for Deadline {
+    async fn sleep(&self, d: Duration) {
+        let until = std::time::Instant::now() + d;
+        std::future::poll_fn(|cx| {
+            if std::time::Instant::now() >= until {
+                std::task::Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 /// A `redis-server` for the global row, killed on drop.
@@ -92,7 +105,7 @@ fn request(e: &Engine, headers: &[(&str, &str)]) -> bool {
         body_len: Some(0),
     };
     let mut flow = e.begin(&req);
-    match weir_policy::__block_on(flow.admit(&NoWait)) {
+    match weir_policy::__block_on(flow.admit(&Deadline)) {
         Admission::Proceed => {
             let _ = flow.next_attempt();
             let ok = matches!(
