@@ -202,7 +202,8 @@ impl QuotaCount {
     pub fn reserve(&mut self, limit: u64, cost: u64) -> QuotaDecision {
         let effective = self.effective(limit);
         let after = self.used.saturating_add(self.pending).saturating_add(cost);
-        if after <= effective {
+        // Compared unclamped: a debit below zero refuses even a zero cost.
+        if (after as i128) <= limit as i128 + self.adjusted as i128 {
             self.pending = self.pending.saturating_add(cost);
             QuotaDecision {
                 allowed: true,
