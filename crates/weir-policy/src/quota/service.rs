@@ -258,7 +258,11 @@ pub(crate) struct StoreDown;
 /// Makes bypass ids unique within an instance's run (with its start time, across runs).
 static BYPASS_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// The global quota gate: first the write-back of any bypass events (the store is asked
+/// Bypass events one request writes back before its own call: the rest go with the next
+/// requests, so no single request waits for a whole outage's backlog.
+const WRITE_BACK_PER_REQUEST: usize = 16;
+
+/// The global quota gate: first the write-back of some bypass events (the store is asked
 /// anyway, and only one request at a time writes back), then one script call that passes
 /// a duplicate event id, refuses an exhausted key, or consumes provisionally.
 pub(crate) async fn gate_global<T: Timer>(
@@ -276,7 +280,16 @@ pub(crate) async fn gate_global<T: Timer>(
     let answer = match &cx.store {
         None => Err(StoreError("no global store installed".into())),
         Some(store) => {
-            write_back(q, ledger, store, cx.timeout, cx.timer, unix).await;
+            write_back(
+                q,
+                ledger,
+                store,
+                cx.timeout,
+                cx.timer,
+                unix,
+                WRITE_BACK_PER_REQUEST,
+            )
+            .await;
             let event = event_json(
                 route_id,
                 period,
@@ -407,6 +420,7 @@ pub(crate) async fn write_back<T: Timer>(
     timeout: Duration,
     timer: &T,
     unix: u64,
+    max: usize,
 ) -> usize {
     if !ledger.has_pending() {
         return 0;
@@ -415,7 +429,9 @@ pub(crate) async fn write_back<T: Timer>(
         return 0;
     };
     let mut written = 0;
-    while let Some(e) = ledger.next_pending() {
+    while written < max
+        && let Some(e) = ledger.next_pending()
+    {
         let Some(p) = q.period.parse(&e.period) else {
             ledger.written_back(&e);
             continue;

@@ -429,7 +429,7 @@ mod write_back {
                     }
                     Op::WriteBack(plan) => {
                         *model.plan.lock().unwrap() = plan;
-                        crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100));
+                        crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100, usize::MAX));
                     }
                     Op::Restart => {
                         drop(l);
@@ -439,7 +439,7 @@ mod write_back {
                 prop_assert!(used() <= recorded.len() as u64, "never more than recorded");
             }
             model.plan.lock().unwrap().clear();
-            crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100));
+            crate::__block_on(write_back(&q, &l, &store, Duration::from_secs(1), &Never, 100, usize::MAX));
             prop_assert_eq!(used(), recorded.len() as u64, "every bypass event once");
             prop_assert!(!l.has_pending());
             let _ = std::fs::remove_dir_all(&dir);
