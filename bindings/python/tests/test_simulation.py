@@ -108,3 +108,49 @@ def test_numpy_and_pandas_friendly():
             r.to_pandas()
     else:
         assert len(r.to_pandas()) == 1001
+
+
+def test_trace_columns_in_any_form_give_the_same_records():
+    """Paths shared, repeated, distinct or not str; one headers dict, the same dict object
+    repeated, equal dicts; times as ints, a tuple or a numpy array: the same run."""
+    sim = weir.Simulation(CONFIG)
+    ts = [0.0, 0.0, 0.0, 0.5, 0.6, 0.6]
+
+    def key(r):
+        return (list(r.route), list(r.status), list(r.reason), list(r.attempts), list(r.duration))
+
+    base = key(sim.run(ts, "/limited", headers={"x-user": "a"}))
+    same_dict = {"x-user": "a"}
+    forms = [
+        sim.run(ts, ["/limited"] * 6, headers=[same_dict] * 6),
+        sim.run(tuple(ts), [str("/limited") + "" for _ in ts], methods=("GET",) * 6,
+                headers=[{"x-user": "a"} for _ in ts]),
+        sim.run([0, 0, 0, 0.5, 0.6, 0.6], "/limited", headers={"X-USER": "a"}),
+    ]
+    for r in forms:
+        assert key(r) == base
+    # Many distinct paths, some repeated by value only, one not a str (taken as str()).
+    class P:
+        def __str__(self):
+            return "/guarded/x"
+
+    paths = ["/limited/%d" % (i % 3) for i in range(9)] + ["/nowhere", P()]
+    r = sim.run([0.0] * 11, paths, headers={"x-user": "b"})
+    assert list(r.route) == ["limited"] * 9 + ["-", "guarded"]
+    assert list(r.reason)[:9] == ["proxied", "proxied"] + ["rate_limited"] * 7
+    # The result keeps its own copy of the times.
+    r = sim.run(ts, "/limited")
+    ts.append(9.0)
+    assert len(r.t) == 6 and len(r) == 6
+
+
+def test_bad_items_are_named_by_index():
+    sim = weir.Simulation(CONFIG)
+    with pytest.raises(ValueError, match=r"times\[2\] must be seconds >= 0, got -1"):
+        sim.run([0.0, 1.0, -1.0], "/limited")
+    with pytest.raises(ValueError, match=r"times\[1\] must be a number of seconds, got str"):
+        sim.run([0.0, "soon"], "/limited")
+    with pytest.raises(ValueError, match=r"times\[0\] must be seconds >= 0, got NaN"):
+        sim.run([float("nan")], "/limited")
+    with pytest.raises(ValueError, match="methods has 1 items but times has 2"):
+        sim.run([0.0, 1.0], "/limited", methods=["GET"])

@@ -66,6 +66,14 @@ impl Headers for Vec<(String, String)> {
     }
 }
 
+impl Headers for &[(String, String)] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_bytes())
+    }
+}
+
 impl Headers for &[(&str, &str)] {
     fn get(&self, name: &str) -> Option<&[u8]> {
         Headers::get(*self, name)

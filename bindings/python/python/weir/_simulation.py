@@ -141,15 +141,25 @@ class Simulation:
         sequence, or one str for every request), with ``methods`` (default GET) and
         ``headers`` (one dict for every request, or one dict per request). Each run starts
         from a fresh engine: runs do not share state."""
-        ts = [float(t) for t in times]
-        ps = [paths] * len(ts) if isinstance(paths, str) else [str(p) for p in paths]
-        ms = None if methods is None else [str(m) for m in methods]
+        # Lists go to the native side as they are (it reads each item once); numpy arrays
+        # through their C-speed ``tolist``.
+        ts = _as_list(times)
+        ps = paths if isinstance(paths, str) else _as_list(paths)
+        ms = methods if methods is None or isinstance(methods, str) else _as_list(methods)
         if headers is None:
             hs: list = []
         elif isinstance(headers, Mapping):
-            hs = [dict(headers)]
+            hs = [headers if type(headers) is dict else dict(headers)]
         else:
-            hs = [dict(h) for h in headers]
+            hs = [h if type(h) is dict else dict(h) for h in headers]
             if len(hs) != len(ts):
                 raise ValueError(f"headers has {len(hs)} items but times has {len(ts)}")
-        return SimulationResult(ts, self._sim.run(ts, ps, ms, hs))
+        # (A copy of a list the caller owns: the result must not change with it.)
+        return SimulationResult(list(ts) if ts is times else ts, self._sim.run(ts, ps, ms, hs))
+
+
+def _as_list(v: Any) -> list:
+    if type(v) is list:
+        return v
+    tolist = getattr(v, "tolist", None)
+    return tolist() if callable(tolist) else list(v)

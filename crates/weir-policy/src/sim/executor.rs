@@ -157,9 +157,9 @@ impl Executor {
 
     /// For each of `n` arrivals `i` (`arrival(i)`: non-decreasing nanoseconds) starts
     /// `task(i)` at that instant; runs until every task has finished, handing each
-    /// output to `done(i, output)` (never called for a task that never finished: parked
-    /// on something nothing will ever signal — the engine's waits are all bounded by a
-    /// timer, so none is expected).
+    /// output to `done(i, output)`. Returns the arrivals whose task never finished
+    /// (parked on something nothing will ever signal — the engine's waits are all bounded
+    /// by a timer, so none is expected), for which `done` was not called.
     ///
     /// A task lives in a slot; a finished task's slot (its future's memory and its
     /// waker) is taken by the next arrival, so a run allocates per concurrent task, not
@@ -170,7 +170,8 @@ impl Executor {
         arrival: impl Fn(usize) -> Nanos,
         mut task: G,
         mut done: impl FnMut(usize, T),
-    ) where
+    ) -> Vec<usize>
+    where
         F: Future<Output = T>,
         G: FnMut(usize) -> F,
     {
@@ -178,13 +179,20 @@ impl Executor {
         let mut slots: Vec<Slot<F>> = Vec::new();
         let mut free: Vec<usize> = Vec::new();
         let mut next = 0;
+        let mut batch = VecDeque::new();
         loop {
-            self.drain(&mut slots, &mut free, &mut done);
+            self.drain(&mut slots, &mut free, &mut batch, &mut done);
             let timer_at = self.timer.timers.borrow().heap.peek().map(|e| e.at);
             let arrival_at = arrival_ns(next);
             // Timers due at an instant fire before that instant's arrivals.
             let (at, timers_first) = match (timer_at, arrival_at) {
-                (None, None) => break,
+                (None, None) => {
+                    return slots
+                        .iter()
+                        .filter(|s| s.fut.is_some())
+                        .map(|s| s.arrival)
+                        .collect();
+                }
                 (Some(t), Some(a)) => (t.min(a), t <= a),
                 (Some(t), None) => (t, true),
                 (None, Some(a)) => (a, false),
@@ -199,7 +207,8 @@ impl Executor {
                 }
                 continue;
             }
-            // Every arrival of this instant, in trace order.
+            // Every arrival of this instant, in trace order (queued under one lock).
+            let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
             while arrival_ns(next) == Some(at) {
                 let id = match free.pop() {
                     Some(id) => {
@@ -222,10 +231,7 @@ impl Executor {
                         id
                     }
                 };
-                self.ready
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_back(id);
+                ready.push_back(id);
                 next += 1;
             }
         }
@@ -237,32 +243,38 @@ impl Executor {
         }
     }
 
-    /// Polls ready tasks until none is.
+    /// Polls ready tasks until none is. The queue is taken whole under one lock (into
+    /// `batch`, an empty queue kept for its memory) and polled in order; tasks woken
+    /// meanwhile are queued behind it, the same order as popping one at a time.
     fn drain<T, F: Future<Output = T>>(
         &self,
         slots: &mut [Slot<F>],
         free: &mut Vec<usize>,
+        batch: &mut VecDeque<usize>,
         done: &mut impl FnMut(usize, T),
     ) {
         loop {
-            let id = self
-                .ready
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            let Some(id) = id else { return };
-            // A task woken after it finished (a stale timer) is skipped; one woken by a
-            // stale timer of its slot's earlier task is polled once more than needed,
-            // which a future allows (and so it was before slots were reused).
-            let slot = &mut slots[id];
-            let Some(fut) = slot.fut.as_mut().as_pin_mut() else {
-                continue;
-            };
-            let mut cx = Context::from_waker(&slot.waker);
-            if let Poll::Ready(v) = fut.poll(&mut cx) {
-                done(slot.arrival, v);
-                slot.fut.set(None);
-                free.push(id);
+            core::mem::swap(
+                &mut *self.ready.lock().unwrap_or_else(|p| p.into_inner()),
+                batch,
+            );
+            if batch.is_empty() {
+                return;
+            }
+            while let Some(id) = batch.pop_front() {
+                // A task woken after it finished (a stale timer) is skipped; one woken by
+                // a stale timer of its slot's earlier task is polled once more than
+                // needed, which a future allows (and so it was before slots were reused).
+                let slot = &mut slots[id];
+                let Some(fut) = slot.fut.as_mut().as_pin_mut() else {
+                    continue;
+                };
+                let mut cx = Context::from_waker(&slot.waker);
+                if let Poll::Ready(v) = fut.poll(&mut cx) {
+                    done(slot.arrival, v);
+                    slot.fut.set(None);
+                    free.push(id);
+                }
             }
         }
     }

@@ -46,6 +46,54 @@ pub struct SimRequest {
     pub client_ip: Option<IpAddr>,
 }
 
+/// One request as the simulator reads it from a [`Trace`]: borrowed, so a trace kept as
+/// columns (one path text shared by a million requests) hands it over without copying.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceItem<'a> {
+    /// `GET` when empty.
+    pub method: &'a str,
+    /// Path (and query).
+    pub path: &'a str,
+    /// Request headers (names lowercase).
+    pub headers: &'a [(String, String)],
+    /// The client's address (key part `ip`).
+    pub client_ip: Option<IpAddr>,
+}
+
+/// The requests of a run, read by index in trace order. A slice of [`SimRequest`]s is
+/// one; a caller with its own layout (the Python binding's columns) implements it rather
+/// than building a `SimRequest` per request.
+pub trait Trace {
+    /// How many requests.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Request `i`'s arrival, on the trace's own time line.
+    fn arrival(&self, i: usize) -> Nanos;
+    /// Request `i`.
+    fn request(&self, i: usize) -> TraceItem<'_>;
+}
+
+impl Trace for [SimRequest] {
+    fn len(&self) -> usize {
+        <[SimRequest]>::len(self)
+    }
+    fn arrival(&self, i: usize) -> Nanos {
+        self[i].t
+    }
+    fn request(&self, i: usize) -> TraceItem<'_> {
+        let r = &self[i];
+        TraceItem {
+            method: &r.method,
+            path: &r.path,
+            headers: &r.headers,
+            client_ip: r.client_ip,
+        }
+    }
+}
+
 /// A route id in the records: one shared text per route of the run, not a copy per
 /// request.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -197,6 +245,24 @@ impl Simulation {
     /// Runs the trace (sorted by `t` stably first) on a fresh engine from the config:
     /// one record per request, in trace order.
     pub fn run(&self, requests: &[SimRequest]) -> Result<Vec<SimRecord>, ConfigError> {
+        let mut out: Vec<Option<SimRecord>> = Vec::with_capacity(requests.len());
+        out.resize_with(requests.len(), || None);
+        self.run_each(requests, |i, rec| out[i] = Some(rec))?;
+        // (In place: the records take the buffer of their options; `run_each` handed
+        // every request over.)
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Runs the trace (sorted by arrival stably first) on a fresh engine from the config,
+    /// handing request `i`'s record to `record(i, ..)` exactly once per request, as
+    /// requests finish (so not in trace order); a request that never finished (parked on
+    /// something nothing signalled: none is expected, the engine bounds every wait by a
+    /// timer) is handed over at the end as `499 aborted`.
+    pub fn run_each<T: Trace + ?Sized>(
+        &self,
+        trace: &T,
+        mut record: impl FnMut(usize, SimRecord),
+    ) -> Result<(), ConfigError> {
         let clock = Arc::new(ManualClock::new(Nanos::ZERO));
         let engine = Engine::for_simulation(&self.text, &self.origin, clock.clone(), self.seed)?;
         let ups: Vec<SimUpstream> = self
@@ -204,44 +270,52 @@ impl Simulation {
             .iter()
             .map(|(n, m)| SimUpstream::new(n, m.clone(), self.seed))
             .collect();
+        let n = trace.len();
         // The k-th arrival is request `order[k]` (a trace in time order, the usual case,
         // needs no permutation).
-        let sorted = requests.is_sorted_by_key(|r| r.t);
+        let sorted = (1..n).all(|i| trace.arrival(i - 1) <= trace.arrival(i));
         let mut order: Vec<usize> = Vec::new();
         if !sorted {
-            order = (0..requests.len()).collect();
-            order.sort_by_key(|&i| requests[i].t);
+            order = (0..n).collect();
+            order.sort_by_key(|&i| trace.arrival(i));
         }
         let at = |k: usize| if sorted { k } else { order[k] };
         let ex = Executor::new(clock);
         let timer = ex.timer();
         let names = Names::new(&self.set);
         let (engine, ups, names) = (&engine, &ups[..], &names);
-        // Records in trace order, written as tasks finish.
-        let mut out: Vec<Option<SimRecord>> = Vec::with_capacity(requests.len());
-        out.resize_with(requests.len(), || None);
-        ex.run(
-            requests.len(),
-            |k| requests[at(k)].t,
-            |k| one(engine, timer, ups, names, &requests[at(k)]),
-            |k, rec| out[at(k)] = Some(rec),
+        let unfinished = ex.run(
+            n,
+            |k| trace.arrival(at(k)),
+            |k| {
+                let i = at(k);
+                one(
+                    engine,
+                    timer,
+                    ups,
+                    names,
+                    trace.arrival(i),
+                    trace.request(i),
+                )
+            },
+            |k, rec| record(at(k), rec),
         );
-        Ok(out
-            .into_iter()
-            .enumerate()
-            // (In place: the records take the buffer of their options.)
-            .map(|(i, rec)| {
-                rec.unwrap_or_else(|| SimRecord {
-                    t: requests[i].t,
+        for k in unfinished {
+            let i = at(k);
+            record(
+                i,
+                SimRecord {
+                    t: trace.arrival(i),
                     route: names.none.clone(),
                     status: 499,
                     outcome: Outcome::Aborted,
                     attempts: 0,
                     queue: Duration::ZERO,
                     duration: Duration::ZERO,
-                })
-            })
-            .collect())
+                },
+            );
+        }
+        Ok(())
     }
 }
 
@@ -297,17 +371,18 @@ async fn one(
     timer: &SimTimer,
     ups: &[SimUpstream],
     names: &Names,
-    req: &SimRequest,
+    t: Nanos,
+    req: TraceItem<'_>,
 ) -> SimRecord {
     let start = timer.now();
     let method = if req.method.is_empty() {
         "GET"
     } else {
-        &req.method
+        req.method
     };
     let info = RequestInfo {
         method,
-        path: &req.path,
+        path: req.path,
         headers: &req.headers,
         client_ip: req.client_ip,
         body_len: Some(0),
@@ -320,7 +395,7 @@ async fn one(
         Admission::Proceed => attempt_loop(&mut flow, timer, ups, &mut attempts).await,
     };
     let rec = SimRecord {
-        t: req.t,
+        t,
         route,
         status,
         outcome: flow.outcome().unwrap_or(Outcome::Aborted),
