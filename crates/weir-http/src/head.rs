@@ -160,6 +160,18 @@ impl Headers {
             .map(|e| (self.str_at(e.name), &self.raw[e.value.range()]))
     }
 
+    /// `(name, value)` pairs in order as bytes (no UTF-8 check of the names), for the writers.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (&self.raw[e.name.range()], &self.raw[e.value.range()]))
+    }
+
+    /// Bytes of the head these headers were parsed from (an upper bound of their size).
+    pub(crate) fn raw_len(&self) -> usize {
+        self.raw.len()
+    }
+
     /// The first value of header `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.entries

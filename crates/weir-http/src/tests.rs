@@ -904,6 +904,104 @@ proptest! {
     }
 }
 
+/// Header names the hop-by-hop rules treat specially, in mixed case, and a few ordinary ones.
+const NAMES: &[&str] = &[
+    "Connection",
+    "connection",
+    "Keep-Alive",
+    "TE",
+    "te",
+    "Trailer",
+    "Upgrade",
+    "Proxy-Connection",
+    "Host",
+    "host",
+    "Expect",
+    "Content-Length",
+    "X-A",
+    "x-a",
+    "X-B",
+    "Accept",
+    "X-Request-Id",
+];
+/// Tokens a `Connection` value may carry.
+const TOKENS: &[&str] = &[
+    "close",
+    "keep-alive",
+    "Keep-Alive",
+    "x-a",
+    "X-B",
+    "host",
+    "accept",
+    "te",
+    "x-c",
+    "x-d",
+    "x-e",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The writers' one-pass hop-by-hop rule (names classified by length, `Connection` tokens
+    /// gathered once per head) keeps exactly the fields the plain rule (`write::dropped`) keeps,
+    /// in requests and responses, with and without `extra` replacing some.
+    #[test]
+    fn writers_drop_what_the_plain_rule_drops(
+        fields in prop::collection::vec(
+            (prop::sample::select(NAMES), prop::collection::vec(prop::sample::select(TOKENS), 0..7)),
+            0..12,
+        ),
+        extra_names in prop::sample::subsequence(&["x-request-id", "X-A", "host", "x-weir"][..], 0..3),
+    ) {
+        let mut lines = String::new();
+        for (name, tokens) in &fields {
+            let value = if name.eq_ignore_ascii_case("connection") { tokens.join(", ") } else { "v".into() };
+            if name.eq_ignore_ascii_case("content-length") {
+                continue; // framing has its own tests
+            }
+            lines.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let extra: Vec<(&str, &[u8])> = extra_names.iter().map(|n| (*n, &b"e"[..])).collect();
+        let kept = |hs: &Headers, request: bool| -> Vec<(String, Vec<u8>)> {
+            hs.iter()
+                .filter(|(n, _)| !crate::write::dropped(hs, n))
+                .filter(|(n, _)| !(request && n.eq_ignore_ascii_case("expect")))
+                .filter(|(n, _)| !extra.iter().any(|(e, _)| e.eq_ignore_ascii_case(n)))
+                .map(|(n, v)| (n.to_string(), v.to_vec()))
+                .chain(extra.iter().map(|(n, v)| (n.to_string(), v.to_vec())))
+                .collect()
+        };
+        let pairs = |hs: &Headers| -> Vec<(String, Vec<u8>)> {
+            hs.iter().map(|(n, v)| (n.to_string(), v.to_vec())).collect()
+        };
+
+        let raw = format!("GET / HTTP/1.1\r\n{lines}\r\n");
+        let lax = Limits { require_host: false, ..Limits::default() };
+        if let Ok(Parsed::Complete(h, _)) = parse_request(raw.as_bytes(), &lax) {
+            let mut out = Vec::new();
+            write_request_head(&h, BodyFraming::None, &extra, &mut out);
+            let Ok(Parsed::Complete(again, _)) = parse_request(&out, &lax) else {
+                panic!("rewritten request did not parse: {:?}", String::from_utf8_lossy(&out));
+            };
+            prop_assert_eq!(pairs(again.headers()), kept(h.headers(), true));
+        }
+
+        let raw = format!("HTTP/1.1 200 OK\r\n{lines}content-length: 0\r\n\r\n");
+        if let Ok(Parsed::Complete(h, _)) = parse_response(raw.as_bytes(), 64 * 1024, false) {
+            let mut out = Vec::new();
+            write_response_head(&h, BodyFraming::UntilClose, &extra, &mut out);
+            out.truncate(out.len() - 2);
+            out.extend_from_slice(b"content-length: 0\r\n\r\n");
+            let Ok(Parsed::Complete(again, _)) = parse_response(&out, 64 * 1024, false) else {
+                panic!("rewritten response did not parse: {:?}", String::from_utf8_lossy(&out));
+            };
+            let mut want = kept(h.headers(), false);
+            want.push(("content-length".into(), b"0".to_vec()));
+            prop_assert_eq!(pairs(again.headers()), want);
+        }
+    }
+}
+
 proptest! {
     /// The vectorized bare-LF scan agrees with the obvious loop.
     #[test]

@@ -28,9 +28,25 @@ pub fn is_hop_by_hop(name: &str) -> bool {
     HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
-/// Whether header `name` must not be forwarded: hop-by-hop, named in a `Connection` header,
-/// or a framing header. `Host` is never dropped, even when a client lists it in `Connection`
-/// (an attempt to make the upstream see a request without its authority).
+/// What the writers do with one header field of a parsed head, told from its name alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// Hop-by-hop ([`HOP_BY_HOP`]) or `Content-Length`: never copied.
+    Dropped,
+    /// `Host`: always copied, even when `Connection` names it.
+    Host,
+    /// `Expect`: dropped from requests (the gateway answers `100-continue` itself).
+    Expect,
+    /// Anything else: copied unless `Connection` names it or an extra header replaces it.
+    Other,
+}
+
+/// Whether header `name` of `headers` must not be forwarded: hop-by-hop, named in a
+/// `Connection` header, or a framing header. `Host` is never dropped, even when a client lists
+/// it in `Connection` (an attempt to make the upstream see a request without its authority).
+///
+/// The rule in its plain form, quadratic in the header count: the reference that the writers'
+/// one-pass form ([`field`], [`Nominated`]) is checked against by `fuzz_parse` and a proptest.
 pub(crate) fn dropped(headers: &Headers, name: &str) -> bool {
     is_hop_by_hop(name)
         || name.eq_ignore_ascii_case("content-length")
@@ -38,6 +54,90 @@ pub(crate) fn dropped(headers: &Headers, name: &str) -> bool {
             && headers
                 .get_all("connection")
                 .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name.as_bytes()))))
+}
+
+/// Classify `name` by its length first, so that most names cost one comparison.
+fn field(name: &[u8]) -> Field {
+    let is = |lower: &str| name.eq_ignore_ascii_case(lower.as_bytes());
+    let dropped = match name.len() {
+        2 => is("te"),
+        4 if is("host") => return Field::Host,
+        6 if is("expect") => return Field::Expect,
+        7 => is("trailer") || is("upgrade"),
+        10 => is("connection") || is("keep-alive"),
+        14 => is("content-length"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        _ => false,
+    };
+    if dropped {
+        Field::Dropped
+    } else {
+        Field::Other
+    }
+}
+
+/// The header names a head's `Connection` fields nominate as hop-by-hop, gathered once per
+/// head (not once per header). `close` and `keep-alive` are left out: neither names a field
+/// that could otherwise be forwarded (`keep-alive` is hop-by-hop already).
+struct Nominated<'a> {
+    first: [&'a [u8]; 4],
+    len: usize,
+    /// More than `first` holds: look the rest up in the head again.
+    more: Option<&'a Headers>,
+}
+
+impl<'a> Nominated<'a> {
+    fn of(headers: &'a Headers) -> Self {
+        let mut n = Nominated {
+            first: [&[]; 4],
+            len: 0,
+            more: None,
+        };
+        let tokens = headers
+            .get_all("connection")
+            .flat_map(list_elements)
+            .filter(|t| {
+                !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive")
+            });
+        for t in tokens {
+            if n.len == n.first.len() {
+                n.more = Some(headers);
+                break;
+            }
+            n.first[n.len] = t;
+            n.len += 1;
+        }
+        n
+    }
+
+    fn contains(&self, name: &[u8]) -> bool {
+        match self.more {
+            None => self.first[..self.len]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name)),
+            Some(h) => h
+                .get_all("connection")
+                .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name))),
+        }
+    }
+}
+
+/// Whether a field named `name` of a head whose `Connection` fields nominate `nominated`, and
+/// classified `kind`, is left out because it is hop-by-hop or one of `extra` replaces it.
+fn skipped(kind: Field, name: &[u8], nominated: &Nominated<'_>, extra: &[(&str, &[u8])]) -> bool {
+    match kind {
+        Field::Dropped => true,
+        Field::Host => extra
+            .iter()
+            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name)),
+        Field::Expect | Field::Other => {
+            nominated.contains(name)
+                || extra
+                    .iter()
+                    .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        }
+    }
 }
 
 /// Write the head of `req` for the upstream: `METHOD target HTTP/1.1`, the end-to-end headers
@@ -59,14 +159,14 @@ pub fn write_request_head(
     out.extend_from_slice(req.target().as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let hs = req.headers();
-    for (name, value) in hs.iter() {
-        if dropped(hs, name)
-            || name.eq_ignore_ascii_case("expect")
-            || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
-        {
+    out.reserve(hs.raw_len() + extra_len(extra) + 32);
+    let nominated = Nominated::of(hs);
+    for (name, value) in hs.fields() {
+        let kind = field(name);
+        if kind == Field::Expect || skipped(kind, name, &nominated, extra) {
             continue;
         }
-        write_header(out, name, value);
+        write_parsed(out, name, value);
     }
     finish(out, framing, None, extra);
 }
@@ -95,11 +195,13 @@ pub fn write_response_head(
     push_sanitized(out, reason.as_bytes());
     out.extend_from_slice(b"\r\n");
     let hs = resp.headers();
-    for (name, value) in hs.iter() {
-        if dropped(hs, name) || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+    out.reserve(hs.raw_len() + extra_len(extra) + 32);
+    let nominated = Nominated::of(hs);
+    for (name, value) in hs.fields() {
+        if skipped(field(name), name, &nominated, extra) {
             continue;
         }
-        write_header(out, name, value);
+        write_parsed(out, name, value);
     }
     let keep_cl = match framing {
         BodyFraming::None => hs.get("content-length"),
@@ -209,20 +311,40 @@ pub fn build_response(status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Ve
 /// Append `name: value\r\n`, with CR/LF/NUL in the value (and anything but token characters
 /// in the name) replaced so the line cannot be split.
 pub fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    for &b in name.as_bytes() {
-        out.push(if b.is_ascii_graphic() && b != b':' {
-            b
-        } else {
-            b'_'
-        });
+    let name = name.as_bytes();
+    out.reserve(name.len() + value.len() + 4);
+    if name.iter().all(|&b| b.is_ascii_graphic() && b != b':') {
+        out.extend_from_slice(name);
+    } else {
+        out.extend(name.iter().map(|&b| {
+            if b.is_ascii_graphic() && b != b':' {
+                b
+            } else {
+                b'_'
+            }
+        }));
     }
     out.extend_from_slice(b": ");
     push_sanitized(out, value);
     out.extend_from_slice(b"\r\n");
 }
 
+/// [`write_header`] for a field of a parsed head: its name is a token already (httparse
+/// checked every byte), so it is copied whole; the value is still sanitised.
+fn write_parsed(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    push_sanitized(out, value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Bytes the `extra` headers take on the wire.
+fn extra_len(extra: &[(&str, &[u8])]) -> usize {
+    extra.iter().map(|(n, v)| n.len() + v.len() + 4).sum()
+}
+
 fn push_sanitized(out: &mut Vec<u8>, v: &[u8]) {
-    if v.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+    if memchr::memchr3(b'\r', b'\n', 0, v).is_some() {
         out.extend(v.iter().map(|&b| {
             if matches!(b, b'\r' | b'\n' | 0) {
                 b' '
