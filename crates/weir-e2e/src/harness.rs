@@ -150,7 +150,7 @@ impl Gateway {
         std::fs::write(&config_path, config).expect("write config");
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::try_start(bin, &config_path, extra, env) {
+            match Self::try_start(bin, &config_path, extra, env, None) {
                 Ok(gw) => return gw,
                 Err(Fail::AddrInUse(stderr)) => last = stderr,
                 Err(Fail::Other(msg)) => panic!("{msg}"),
@@ -162,13 +162,31 @@ impl Gateway {
         );
     }
 
+    /// Starts `bin` on `config` listening on `addr` (a port a test chose, e.g. the one a
+    /// gateway that just stopped was serving) with a fresh admin port; `Err` with the
+    /// process's stderr if it does not become ready.
+    pub fn start_at(
+        bin: &Path,
+        config: &str,
+        addr: SocketAddr,
+        extra: &[&str],
+    ) -> Result<Gateway, String> {
+        let dir = scratch_dir();
+        let config_path = dir.join("gateway.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        Self::try_start(bin, &config_path, extra, &[], Some(addr)).map_err(|e| match e {
+            Fail::AddrInUse(m) | Fail::Other(m) => m,
+        })
+    }
+
     fn try_start(
         bin: &Path,
         config_path: &Path,
         extra: &[&str],
         env: &[(&str, &str)],
+        at: Option<SocketAddr>,
     ) -> Result<Gateway, Fail> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let addr = at.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], free_port())));
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut child = Command::new(bin)
             .arg("--config")

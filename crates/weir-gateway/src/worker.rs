@@ -23,7 +23,7 @@ use std::thread;
 use std::time::Instant;
 
 use event_listener::{Event, EventListener};
-use monoio::net::{ListenerOpts, TcpListener};
+use monoio::net::TcpListener;
 use weir_policy::Engine;
 
 use crate::proxy::{Worker, serve};
@@ -159,6 +159,29 @@ fn uring_runtime()
     Err(last.unwrap_or_else(|| std::io::Error::other("no io_uring set-up")))
 }
 
+/// The worker's `SO_REUSEPORT` listener, and a second handle (a `dup`) on the same socket to
+/// stop it listening at shutdown.
+///
+/// Why not monoio's `TcpListener::bind_with_config`: it offers no way to shut the socket
+/// down, and dropping it is not enough. On io_uring the listening socket is referenced by the
+/// cancelled `accept` until the ring is torn down, which the kernel finishes after the
+/// process has exited; until then the port is in `LISTEN` state, a restarted gateway's bind
+/// fails with "address already in use", and a restarted one that bound with `SO_REUSEPORT`
+/// would share its connections with a socket nobody accepts on. `shutdown(SHUT_RD)` on a
+/// listening socket takes it out of `LISTEN` at once, whoever still holds it.
+fn listen(addr: SocketAddr) -> std::io::Result<(TcpListener, socket2::Socket)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Non-blocking as monoio's own bind makes it (the legacy driver needs it).
+    socket.set_nonblocking(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    let handle = socket.try_clone()?;
+    Ok((TcpListener::from_std(socket.into())?, handle))
+}
+
 /// Decrements the connection counts when a connection task ends.
 struct ConnGuard {
     shared: Arc<Shared>,
@@ -179,11 +202,7 @@ async fn run(
     ready: mpsc::Sender<Ready>,
     driver: &'static str,
 ) {
-    let opts = ListenerOpts::new()
-        .reuse_port(true)
-        .reuse_addr(true)
-        .backlog(4096);
-    let listener = match TcpListener::bind_with_config(addr, &opts) {
+    let (listener, stop_listening) = match listen(addr) {
         Ok(l) => l,
         Err(e) => {
             let _ = ready.send(Err(format!("cannot listen on {addr}: {e}")));
@@ -247,6 +266,10 @@ async fn run(
             }
         }
     }
+    // Leave the port now: the ring may hold the listening socket for a while after this
+    // thread (or the process) ends, and a gateway restarted at once must be able to bind it.
+    let _ = stop_listening.shutdown(std::net::Shutdown::Read);
+    drop(stop_listening);
     drop(listener);
     let drain_until = Instant::now() + w.engine.server().drain_timeout;
     while active.get() > 0 && Instant::now() < drain_until {
