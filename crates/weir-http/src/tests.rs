@@ -923,6 +923,7 @@ const NAMES: &[&str] = &[
     "X-B",
     "Accept",
     "X-Request-Id",
+    "Close",
 ];
 /// Tokens a `Connection` value may carry.
 const TOKENS: &[&str] = &[

@@ -78,8 +78,9 @@ fn field(name: &[u8]) -> Field {
 }
 
 /// The header names a head's `Connection` fields nominate as hop-by-hop, gathered once per
-/// head (not once per header). `close` and `keep-alive` are left out: neither names a field
-/// that could otherwise be forwarded (`keep-alive` is hop-by-hop already).
+/// head (not once per header). `keep-alive` is left out: a field of that name is hop-by-hop
+/// already. (`close` stays: a field named `Close` listed there is dropped, as the plain rule
+/// says.)
 struct Nominated<'a> {
     first: [&'a [u8]; 4],
     len: usize,
@@ -97,9 +98,7 @@ impl<'a> Nominated<'a> {
         let tokens = headers
             .get_all("connection")
             .flat_map(list_elements)
-            .filter(|t| {
-                !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive")
-            });
+            .filter(|t| !t.eq_ignore_ascii_case(b"keep-alive"));
         for t in tokens {
             if n.len == n.first.len() {
                 n.more = Some(headers);
