@@ -47,6 +47,10 @@ pub(crate) fn loom() -> Result {
             .args(target)
             .env("RUSTFLAGS", "--cfg weir_loom")
             .env("CARGO_TARGET_DIR", root().join("target").join("loom"))
+            // The models need speed of checking, not of the code: skip the release
+            // profile's whole-program LTO and its single codegen unit (build time).
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
             .env("LOOM_MAX_PREEMPTIONS", "2");
         c
     };
