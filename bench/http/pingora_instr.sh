@@ -5,7 +5,9 @@
 # work (syscalls, TCP) is not counted, so this measures the module's own CPU overhead only.
 #
 #   bench/http/pingora_instr.sh [N]        (default N = 4000; WHO="pingora ..." for a subset,
-#                                           KEEP=DIR to keep the callgrind profiles)
+#                                           KEEP=DIR to keep the callgrind profiles,
+#                                           PLAIN=BIN / PINGORA=BIN to count other builds of
+#                                           the two binaries instead of this tree's)
 #
 # Same upstream (nginx answering 200 "ok"), same config as bench/http/pingora.sh's proxy path
 # (token bucket that never rejects, access log off, one worker). Each server is run twice,
@@ -16,7 +18,11 @@ N=${1:-4000}
 # shellcheck source=bench/http/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init instr nginx:nginx-light valgrind:valgrind
-(cd "$ROOT" && cargo build --release -q -p weir-pingora --bin weir-pingora --example plain)
+if [ -z "${PLAIN:-}" ] || [ -z "${PINGORA:-}" ]; then
+    (cd "$ROOT" && cargo build --release -q -p weir-pingora --bin weir-pingora --example plain)
+fi
+PLAIN=${PLAIN:-$ROOT/target/release/examples/plain}
+PINGORA=${PINGORA:-$ROOT/target/release/weir-pingora}
 
 UP=$(free_port)
 PORT=$(free_port)
@@ -30,10 +36,10 @@ weir_lean "$WORK/lean.toml"
 total() { # $1 plain|plain-hdr|pingora|pingora-lean, $2 requests -> total instructions
     local out="$WORK/cg.$1.$2" pid cmd
     case $1 in
-    plain) cmd=("$ROOT/target/release/examples/plain" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1) ;;
-    plain-hdr) cmd=("$ROOT/target/release/examples/plain" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers) ;;
-    pingora) cmd=("$ROOT/target/release/weir-pingora" --config "$WORK/weir.toml") ;;
-    pingora-lean) cmd=("$ROOT/target/release/weir-pingora" --config "$WORK/lean.toml") ;;
+    plain) cmd=("$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1) ;;
+    plain-hdr) cmd=("$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers) ;;
+    pingora) cmd=("$PINGORA" --config "$WORK/weir.toml") ;;
+    pingora-lean) cmd=("$PINGORA" --config "$WORK/lean.toml") ;;
     esac
     valgrind --tool=callgrind --callgrind-out-file="$out" "${cmd[@]}" >/dev/null 2>"$WORK/vg.err" &
     pid=$!
