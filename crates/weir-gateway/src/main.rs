@@ -51,6 +51,19 @@ use weir_cli::{Cli, Driver, GatewayFlags, Ready, Serving};
 
 use crate::worker::{DriverKind, Shared};
 
+/// Binds `addr` without `SO_REUSEPORT` and without listening, and returns the bound address
+/// (port 0 resolved). Fails if another socket serves the port.
+fn probe(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| std::io::Error::other("not an IP address"))
+}
+
 fn main() -> ExitCode {
     weir_cli::main(
         "weir-gateway",
@@ -80,12 +93,11 @@ fn run(cli: Cli<GatewayFlags>) -> Result<ExitCode, String> {
     };
 
     // Refuse an address another process serves (SO_REUSEPORT would silently share it), and
-    // resolve port 0 once so that every worker binds the same port.
-    let listen: SocketAddr = {
-        let probe = std::net::TcpListener::bind(settings.listen)
-            .map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
-        probe.local_addr().map_err(|e| e.to_string())?
-    };
+    // resolve port 0 once so that every worker binds the same port. The probe binds but
+    // never listens: a client that connected to a listening probe in the moment before it
+    // closed would be reset.
+    let listen: SocketAddr =
+        probe(settings.listen).map_err(|e| format!("cannot listen on {}: {e}", settings.listen))?;
 
     let admin = match settings.admin {
         Some(a) => Some(
