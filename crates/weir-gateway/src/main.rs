@@ -153,15 +153,25 @@ fn signals(shared: Arc<Shared>) -> Result<(), String> {
     thread::Builder::new()
         .name("weir-signals".into())
         .spawn(move || {
+            // Stop first, then say so, and never with `eprintln!`: it panics when stderr
+            // is a closed pipe (a supervisor or test that went away), which killed this
+            // thread before the stop and left a gateway no signal could end.
+            use std::io::Write as _;
             let mut seen = false;
             for sig in signals.forever() {
                 if seen {
-                    eprintln!("weir-gateway: second signal, exiting now");
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "weir-gateway: second signal, exiting now"
+                    );
                     std::process::exit(128 + sig);
                 }
                 seen = true;
-                eprintln!("weir-gateway: signal {sig}: draining in-flight requests");
                 shared.stop();
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "weir-gateway: signal {sig}: draining in-flight requests"
+                );
             }
         })
         .map_err(|e| e.to_string())?;

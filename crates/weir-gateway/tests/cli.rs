@@ -84,11 +84,29 @@ fn demo_serves_the_seed_routes_and_prints_curl_lines() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Stop the demo however this test ends: a panicking test once left it running (and
+    // holding the demo upstream ports) for the tests after it.
+    struct Kill(u32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _kill = Kill(child.id());
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let until = Instant::now() + Duration::from_secs(15);
     let ok = loop {
         if let Ok(mut c) = weir_e2e::Client::connect(addr) {
-            break c.get("/ok", &[]).unwrap();
+            break c.get("/ok", &[]).unwrap_or_else(|e| {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &child.id().to_string()])
+                    .status();
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("first request to the demo failed: {e}; its stderr:\n{err}")
+            });
         }
         assert!(Instant::now() < until, "demo did not start");
         std::thread::sleep(Duration::from_millis(20));
