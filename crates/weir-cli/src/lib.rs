@@ -145,6 +145,15 @@ pub fn main<X: Args>(
 /// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
 /// engine has its store; the engine's start-up notices are printed first.
 ///
+/// Writes one line to stderr and ignores a failed write. A running frontend logs with this
+/// rather than `eprintln!`, which panics when stderr is a closed pipe (a supervisor or a
+/// terminal that went away) and would take the logging thread — a worker, the signal or
+/// reload thread — down with it.
+pub fn say(line: core::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// # Errors
 /// The handler cannot be installed.
 pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String> {
@@ -158,9 +167,9 @@ pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String>
         .name("weir-sighup".into())
         .spawn(move || {
             for _ in signals.forever() {
-                eprintln!("{bin}: {}", sighup_reload(&engine));
+                say(format_args!("{bin}: {}", sighup_reload(&engine)));
                 for n in engine.take_notices() {
-                    eprintln!("{bin}: {n}");
+                    say(format_args!("{bin}: {n}"));
                 }
             }
         })

@@ -96,7 +96,7 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
     let resp = engine.admin_request(head.method(), head.target(), &auth, &body);
     // The engine re-attaches its store on reload itself; it only reports what it did.
     for n in engine.take_notices() {
-        eprintln!("weir-gateway: {n}");
+        weir_cli::say(format_args!("weir-gateway: {n}"));
     }
     write(
         &mut s,

@@ -141,7 +141,7 @@ fn run(cli: Cli<GatewayFlags>) -> Result<ExitCode, String> {
     }
     engine.flush_access_log();
     drop(demo_guard);
-    eprintln!("weir-gateway: stopped");
+    weir_cli::say(format_args!("weir-gateway: stopped"));
     Ok(ExitCode::SUCCESS)
 }
 

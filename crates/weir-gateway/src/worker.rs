@@ -98,9 +98,9 @@ pub(crate) fn spawn(
                 Ok(mut rt) => return rt.block_on(run("io_uring")),
                 Err(e) => {
                     if !shared.fallback_logged.swap(true, Ordering::AcqRel) {
-                        eprintln!(
+                        weir_cli::say(format_args!(
                             "weir-gateway: io_uring unavailable ({e}); falling back to the legacy (epoll) driver"
-                        );
+                        ));
                     }
                 }
             }
@@ -261,7 +261,7 @@ async fn run(
             }
             Some(Err(e)) => {
                 // EMFILE and friends: back off instead of spinning.
-                eprintln!("weir-gateway: accept failed: {e}");
+                weir_cli::say(format_args!("weir-gateway: accept failed: {e}"));
                 monoio::time::sleep(Duration::from_millis(20)).await;
             }
         }

@@ -148,6 +148,53 @@ fn a_gateway_restarted_at_once_binds_the_same_port() {
     }
 }
 
+/// A gateway whose stderr reader has gone (a supervisor or terminal that went away) still
+/// stops on SIGTERM, and cleanly: its signal thread once died on the failed write of its
+/// "draining" line before it could stop the workers, and no signal could end the process.
+#[test]
+fn sigterm_stops_a_gateway_whose_stderr_is_closed() {
+    use std::process::{Command, Stdio};
+    let up = RawUpstream::echo();
+    let cfg = config(
+        &[("echo", up.addr)],
+        "[[routes]]\nid = \"all\"\nmatch = { path_prefix = \"/\" }\nupstream = \"echo\"\n",
+    );
+    let dir = weir_e2e::harness::scratch_dir();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, cfg).expect("write config");
+    let addr = SocketAddr::from(([127, 0, 0, 1], weir_e2e::harness::free_port()));
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(&path)
+        .args(["--listen", &addr.to_string(), "--workers", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let until = Instant::now() + Duration::from_secs(15);
+    while Client::connect(addr).is_err() {
+        assert!(Instant::now() < until, "gateway did not start");
+        thread::sleep(Duration::from_millis(20));
+    }
+    drop(child.stderr.take());
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if t.elapsed() > STOP_WITHIN {
+            let _ = child.kill();
+            panic!("still running {STOP_WITHIN:?} after SIGTERM with stderr closed");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The mechanism underneath: a task parked on a ring with the workers' flags (and no timer
 /// due) is woken from another thread through monoio's channel + eventfd path, at random
 /// points of its park, many times over; each wake must arrive within 5 s (a lost one never
