@@ -140,11 +140,6 @@ pub fn main<X: Args>(
     })
 }
 
-/// `SIGHUP` reloads the config like `POST /admin/reload` (nginx's `-s reload` habit), on a
-/// thread of its own; the outcome goes to stderr as `BIN: SIGHUP: reloaded, revision N` or
-/// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
-/// engine has its store; the engine's start-up notices are printed first.
-///
 /// Writes one line to stderr and ignores a failed write. A running frontend logs with this
 /// rather than `eprintln!`, which panics when stderr is a closed pipe (a supervisor or a
 /// terminal that went away) and would take the logging thread — a worker, the signal or
@@ -154,6 +149,11 @@ pub fn say(line: core::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// `SIGHUP` reloads the config like `POST /admin/reload` (nginx's `-s reload` habit), on a
+/// thread of its own; the outcome goes to stderr as `BIN: SIGHUP: reloaded, revision N` or
+/// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
+/// engine has its store; the engine's start-up notices are printed first.
+///
 /// # Errors
 /// The handler cannot be installed.
 pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String> {

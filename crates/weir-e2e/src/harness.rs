@@ -90,6 +90,13 @@ pub struct Gateway {
 /// How many times [`Gateway::start`] tries fresh ports.
 pub const START_ATTEMPTS: usize = 5;
 
+/// `config` written to `gateway.toml` in a fresh scratch directory.
+fn write_config(config: &str) -> PathBuf {
+    let path = scratch_dir().join("gateway.toml");
+    std::fs::write(&path, config).expect("write config");
+    path
+}
+
 enum Fail {
     AddrInUse(String),
     Other(String),
@@ -145,9 +152,7 @@ impl Gateway {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Gateway {
-        let dir = scratch_dir();
-        let config_path = dir.join("gateway.toml");
-        std::fs::write(&config_path, config).expect("write config");
+        let config_path = write_config(config);
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
             match Self::try_start(bin, &config_path, extra, env, None) {
@@ -171,10 +176,7 @@ impl Gateway {
         addr: SocketAddr,
         extra: &[&str],
     ) -> Result<Gateway, String> {
-        let dir = scratch_dir();
-        let config_path = dir.join("gateway.toml");
-        std::fs::write(&config_path, config).expect("write config");
-        Self::try_start(bin, &config_path, extra, &[], Some(addr)).map_err(|e| match e {
+        Self::try_start(bin, &write_config(config), extra, &[], Some(addr)).map_err(|e| match e {
             Fail::AddrInUse(m) | Fail::Other(m) => m,
         })
     }

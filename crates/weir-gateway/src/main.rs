@@ -153,25 +153,20 @@ fn signals(shared: Arc<Shared>) -> Result<(), String> {
     thread::Builder::new()
         .name("weir-signals".into())
         .spawn(move || {
-            // Stop first, then say so, and never with `eprintln!`: it panics when stderr
-            // is a closed pipe (a supervisor or test that went away), which killed this
-            // thread before the stop and left a gateway no signal could end.
-            use std::io::Write as _;
+            // Stop first, then say so, and never with `eprintln!` (see `weir_cli::say`): a
+            // failed write once killed this thread before the stop and left a gateway no
+            // signal could end.
             let mut seen = false;
             for sig in signals.forever() {
                 if seen {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "weir-gateway: second signal, exiting now"
-                    );
+                    weir_cli::say(format_args!("weir-gateway: second signal, exiting now"));
                     std::process::exit(128 + sig);
                 }
                 seen = true;
                 shared.stop();
-                let _ = writeln!(
-                    std::io::stderr(),
+                weir_cli::say(format_args!(
                     "weir-gateway: signal {sig}: draining in-flight requests"
-                );
+                ));
             }
         })
         .map_err(|e| e.to_string())?;

@@ -125,18 +125,11 @@ impl<'a> Nominated<'a> {
 /// Whether a field named `name` of a head whose `Connection` fields nominate `nominated`, and
 /// classified `kind`, is left out because it is hop-by-hop or one of `extra` replaces it.
 fn skipped(kind: Field, name: &[u8], nominated: &Nominated<'_>, extra: &[(&str, &[u8])]) -> bool {
-    match kind {
-        Field::Dropped => true,
-        Field::Host => extra
+    kind == Field::Dropped
+        || (kind != Field::Host && nominated.contains(name))
+        || extra
             .iter()
-            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name)),
-        Field::Expect | Field::Other => {
-            nominated.contains(name)
-                || extra
-                    .iter()
-                    .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
-        }
-    }
+            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Write the head of `req` for the upstream: `METHOD target HTTP/1.1`, the end-to-end headers
