@@ -15,6 +15,8 @@
 #               poll arms, task-work items and io_uring_enter calls per request for
 #               weir-gateway; recv/send/writev/readv/epoll_wait/... calls per request for nginx
 #               (perf tracepoints, `perf stat -p`).
+#   PIN=1       servers on CPU 0, wrk, the paced client and the upstream on CPU 1 (lib.sh; for
+#               one worker: two workers pinned to one CPU would measure contention).
 #   ALSO="NAME=BIN ..."  also runs each BIN (e.g. a copy of an older weir-gateway build) as
 #               NAME, in the same interleaved rounds, for a before/after figure that the load
 #               cannot skew.
@@ -68,7 +70,7 @@ start() {
         return
     fi
     weir_conf "$PORT" "$ADMIN" "$UP" "$rate" "$per" "$burst"
-    "${BIN[$who]}" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &
+    "${ON_SERVER[@]}" "${BIN[$who]}" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &
     PID=$!
     wait_port "$PORT"
 }
@@ -105,7 +107,7 @@ saturated() { # $1 path
     for r in $(seq "$ROUNDS"); do
         for who in $(order "$r"); do
             start "$who" "$path"
-            wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
+            "${ON_LOAD[@]}" wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
             read -r u0 s0 <<<"$(ticks "$PID")"
             read -r rps p99 n <<<"$(load)"
             read -r u1 s1 <<<"$(ticks "$PID")"
@@ -123,8 +125,8 @@ paced() { # $1 path
     for r in $(seq "$ROUNDS"); do
         for who in $(order "$r"); do
             start "$who" "$path"
-            wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
-            out=$("$PACED" "127.0.0.1:$PORT" "$RATE" "${DUR%s}" "$WRK_C")
+            "${ON_LOAD[@]}" wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
+            out=$("${ON_LOAD[@]}" "$PACED" "127.0.0.1:$PORT" "$RATE" "${DUR%s}" "$WRK_C")
             stop "$PID"
             printf '%-6s round %d %-8s paced %s req/s: p99 p50 p99.9 max ms, done, errors: %s\n' "$path" "$r" "$who" "$RATE" "$out"
             echo "paced $path $who $r $out" >>"$RESULTS"
@@ -162,7 +164,7 @@ EOF
 }
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t$WRK_T -c$WRK_C -d$DUR, $ROUNDS rounds, $WORKERS worker(s) each, paced rate $RATE/s"
+echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t$WRK_T -c$WRK_C -d$DUR, $ROUNDS rounds, $WORKERS worker(s) each, paced rate $RATE/s, PIN=${PIN:-0}"
 saturated proxy
 saturated reject
 if [ "$RATE" != 0 ]; then

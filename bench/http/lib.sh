@@ -28,6 +28,21 @@ ensure_tools() {
     fi
 }
 
+# PIN=1 splits the two cores: the server under test runs on CPU 0, the
+# load generator and the upstream on CPU 1: commands prefixed "${ON_SERVER[@]}" and
+# "${ON_LOAD[@]}" (taskset, which execs the command: `$!` stays the server's PID, as the CPU
+# readings from /proc need). Without PIN both prefixes are empty.
+# Why: on a 2-vCPU machine the scheduler moves a multi-threaded server (Pingora's runtime)
+# onto wrk's core in some runs and not in others, and CPU per request then falls in two
+# groups ~1.7x apart for the same binary (docs/BENCHMARKS.md, "With the fat-LTO release
+# profile").
+ON_SERVER=()
+ON_LOAD=()
+if [ "${PIN:-0}" = 1 ]; then
+    ON_SERVER=(taskset -c 0)
+    ON_LOAD=(taskset -c 1)
+fi
+
 # A loopback port that was free a moment ago.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -68,7 +83,7 @@ stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 # wrk_load PORT [THREADS CONNS] — one wrk --latency -d$DUR run against 127.0.0.1:PORT
 # (-t1 -c32 unless given); prints "req/s p50_ms p99_ms non2xx requests".
 wrk_load() {
-    wrk --latency -t"${2:-1}" -c"${3:-32}" -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
+    "${ON_LOAD[@]}" wrk --latency -t"${2:-1}" -c"${3:-32}" -d"$DUR" "http://127.0.0.1:$1/" >"$WORK/wrk.out"
     python3 - "$WORK/wrk.out" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -130,7 +145,7 @@ start_nginx_proxy() {
             proxy_set_header Connection \"\";
         }
     }" "${5:-1}"
-    "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
+    "${ON_SERVER[@]}" "$NGINX" -p "$WORK/ng" -c "$WORK/ng/nginx.conf" &
     NGPID=$!
     wait_port "$1"
 }
@@ -139,7 +154,7 @@ start_nginx_proxy() {
 # answering 200 "ok" on 127.0.0.1:PORT.
 start_upstream() {
     nginx_conf "$WORK/up" "    server { listen 127.0.0.1:$1; location / { return 200 \"ok\"; } }"
-    "$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
+    "${ON_LOAD[@]}" "$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" &
     PIDS+=($!)
     wait_port "$1"
 }

@@ -6,12 +6,14 @@
 # (`evidence_headers = false`, RateLimit fields off: only `x-request-id` added).
 #
 #   bench/http/pingora.sh [ROUNDS] [DURATION]        (defaults: 3 rounds of 5s)
+#   PIN=1 bench/http/pingora.sh ...                  servers on CPU 0, wrk and the upstream
+#                                                    on CPU 1 (see lib.sh, PIN)
 #
 # Same method as bench/http/run.sh: a fast upstream (a separate nginx answering 200 "ok" from
 # memory, 1 worker); proxy path = a token bucket that never rejects (nginx: limit_req with a
 # huge rate), reject path = 1 per minute (every request but the first is 429; the plain proxy
 # has no limiter and sits this one out). Servers alternate within each round; every server is
-# restarted per run, warmed up for 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
+# restarted per run (each round's order shifted by one), warmed up for 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
 # Access logs off everywhere. Prints one line per run and a table of medians with ratios to
 # weir-pingora. Each run also records the server's CPU time (user and system separately, all
 # its threads, from /proc) per request served: every proxy here saturates one core, so CPU per
@@ -48,17 +50,17 @@ start() {
         return
         ;;
     plain)
-        "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/plain.err" &
+        "${ON_SERVER[@]}" "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 >/dev/null 2>"$WORK/plain.err" &
         ;;
     plain-hdr)
-        "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers >/dev/null 2>"$WORK/plain.err" &
+        "${ON_SERVER[@]}" "$PLAIN" "127.0.0.1:$PORT" "127.0.0.1:$UP" 1 headers >/dev/null 2>"$WORK/plain.err" &
         ;;
     gateway | pingora | pingora-lean)
         weir_conf "$PORT" "$ADMIN" "$UP" "$rate" "$per" "$burst"
         [ "$who" = pingora-lean ] && weir_lean "$WORK/weir.toml"
         local bin=$GATEWAY
         [ "$who" != gateway ] && bin=$PINGORA
-        "$bin" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &
+        "${ON_SERVER[@]}" "$bin" --config "$WORK/weir.toml" >/dev/null 2>"$WORK/$who.err" &
         ;;
     esac
     PID=$!
@@ -71,12 +73,17 @@ TICK=$(getconf CLK_TCK)
 RESULTS="$WORK/results"
 : >"$RESULTS"
 run_path() { # $1 path, $2.. servers
-    local path=$1
+    local path=$1 servers count j who
     shift
+    servers=("$@")
+    count=$#
     for r in $(seq "$ROUNDS"); do
-        for who in "$@"; do
+        # Round r starts one server further along, so no server always runs in the same
+        # place of a round or after the same one.
+        for j in $(seq 0 $((count - 1))); do
+            who=${servers[$(((j + r - 1) % count))]}
             start "$who" "$path"
-            wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
+            "${ON_LOAD[@]}" wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
             read -r u0 s0 <<<"$(cpu_ticks "$PID")"
             read -r rps p50 p99 non n <<<"$(wrk_load "$PORT")"
             read -r u1 s1 <<<"$(cpu_ticks "$PID")"
@@ -89,7 +96,7 @@ run_path() { # $1 path, $2.. servers
 }
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; uptime before: $(uptime)"
-echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker each"
+echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker each, PIN=${PIN:-0}"
 run_path proxy plain plain-hdr pingora pingora-lean gateway nginx
 run_path reject pingora pingora-lean gateway nginx
 echo "# uptime after: $(uptime)"

@@ -30,7 +30,10 @@ The baselines `_weir._Probe` and `_weir._bench_core_loop` exist only in a build 
 
   (cd bindings/python && maturin develop --release --features bench-hooks)
 
-Usage: python bench/python/bench_calls.py [--rounds 7] [--quick] [--json FILE]
+`--replay-only` times just the `weir.replay` rows, `--rounds` rounds of them (the shipped
+module will do; the baselines are left out when its bench hooks are missing).
+
+Usage: python bench/python/bench_calls.py [--rounds 7] [--quick] [--replay-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import time
 import weir
 from weir import _weir
 
-if not hasattr(_weir, "_Probe"):
+if not hasattr(_weir, "_Probe") and "--replay-only" not in sys.argv:
     sys.exit(
         "bench_calls.py needs the benchmark hooks: build the module with\n"
         "  (cd bindings/python && maturin develop --release --features bench-hooks)"
@@ -144,7 +147,7 @@ def timed(f):
     return time.process_time() - c0, time.perf_counter() - w0
 
 
-def bench_replay(rounds: int, quick: bool) -> dict:
+def bench_replay(rounds: int, quick: bool, replay_only: bool = False) -> dict:
     try:
         import numpy as np
     except ImportError:
@@ -160,12 +163,15 @@ def bench_replay(rounds: int, quick: bool) -> dict:
         res[name][0].append(n / t[0])
         res[name][1].append(n / t[1])
 
+    hooks = hasattr(_weir, "_bench_core_loop")
     for _ in range(rounds):
-        add("Rust core loop (SharedTokenBucket, no output)", timed(lambda: _weir._bench_core_loop(raw, 5000, 10**9, 100)))
-        add("output-memory floor (17 fresh bytes/event)", timed(lambda: bytearray(b"\x01") * (17 * n)))
-        add("numpy add (one streaming pass)", timed(lambda: np.add(ts, 1.0, out=out)))
-        tb = weir.TokenBucket(5000, 1.0, 100, clock=weir.ManualClock())
-        add("TokenBucket: _replay core call (input already bytes)", timed(lambda: _weir._replay(tb, raw, None)))
+        if hooks and not replay_only:
+            add("Rust core loop (SharedTokenBucket, no output)", timed(lambda: _weir._bench_core_loop(raw, 5000, 10**9, 100)))
+        if not replay_only:
+            add("output-memory floor (17 fresh bytes/event)", timed(lambda: bytearray(b"\x01") * (17 * n)))
+            add("numpy add (one streaming pass)", timed(lambda: np.add(ts, 1.0, out=out)))
+            tb = weir.TokenBucket(5000, 1.0, 100, clock=weir.ManualClock())
+            add("TokenBucket: _replay core call (input already bytes)", timed(lambda: _weir._replay(tb, raw, None)))
         for name, make in REPLAYED.items():
             lim = make(weir.ManualClock())
             add(f"weir.replay {name}", timed(lambda: weir.replay(lim, ts)))
@@ -176,11 +182,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--replay-only", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
-    calls = bench_calls(a.rounds, a.quick)
-    replay = bench_replay(max(3, a.rounds // 2), a.quick)
-    ref_c, ref_w = calls["weir TokenBucket"]
+    calls = {} if a.replay_only else bench_calls(a.rounds, a.quick)
+    replay = bench_replay(a.rounds if a.replay_only else max(3, a.rounds // 2), a.quick, a.replay_only)
     try:
         with open("/proc/loadavg") as f:
             load = f.read().split()[0]
@@ -188,9 +194,11 @@ def main() -> int:
         load = "?"
     print(f"# {time.strftime('%Y-%m-%d')} {platform.python_implementation()} {platform.python_version()} "
           f"{platform.machine()}, {a.rounds} interleaved rounds, medians, load average {load}")
-    print(f"{'row':40s} {'CPU ns':>9s} {'× weir TB':>9s} {'wall ns':>9s} {'× weir TB':>9s}")
-    for k, (c, w) in calls.items():
-        print(f"{k:40s} {c:9.1f} {c / ref_c:9.2f} {w:9.1f} {w / ref_w:9.2f}")
+    if calls:
+        ref_c, ref_w = calls["weir TokenBucket"]
+        print(f"{'row':40s} {'CPU ns':>9s} {'× weir TB':>9s} {'wall ns':>9s} {'× weir TB':>9s}")
+        for k, (c, w) in calls.items():
+            print(f"{k:40s} {c:9.1f} {c / ref_c:9.2f} {w:9.1f} {w / ref_w:9.2f}")
     if replay:
         print(f"replay, {replay['events']:,} events: M decisions/s (CPU time, wall time)")
         for k, (c, w) in replay["per_s"].items():
