@@ -244,16 +244,17 @@ window_config!(
 
 impl FixedWindowConfig {
     /// The lean step on a packed word: `(allowed, remaining, time to the window end, new
-    /// word)` — everything but the [`Decision`] built around it.
+    /// word, the new word's full window index)` — everything but the [`Decision`] built
+    /// around it.
     #[inline(always)]
-    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64) {
+    fn lean(&self, word: u64, now: Nanos, cost: u64) -> (bool, u64, Nanos, u64, u64) {
         let p = self.p;
         let w = self.window.divisor();
         let (idx, count) = self.counting(word, now);
         let end = Nanos(until_end(idx, w, now.0));
         let fits = count + cost <= self.limit;
         let after = if fits { count + cost } else { count };
-        (fits, self.limit - after, end, p.pack(idx, after, 0))
+        (fits, self.limit - after, end, p.pack(idx, after, 0), idx)
     }
 
     /// The window still counting at `now` (its full index) and its count.
@@ -276,7 +277,7 @@ impl FixedWindowConfig {
     /// The pure step on a packed word: decision and new word.
     #[inline]
     fn step(&self, word: u64, now: Nanos, cost: u64) -> (Decision, Option<u64>) {
-        let (fits, remaining, end, new) = self.lean(word, now, cost);
+        let (fits, remaining, end, new, _) = self.lean(word, now, cost);
         let d = if fits {
             Decision {
                 verdict: Verdict::Admit,
@@ -299,17 +300,18 @@ impl FixedWindowConfig {
         (d, changed(word, new))
     }
 
-    /// [`FixedWindowConfig::step`]'s figures that a batch records, and the new word.
+    /// [`FixedWindowConfig::step`]'s figures that a batch records, the new word and its
+    /// full window index.
     #[inline(always)]
-    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64) {
-        let (fits, remaining, end, new) = self.lean(word, now, cost);
+    fn batch_step(&self, word: u64, now: Nanos, cost: u64) -> (BatchDecision, u64, u64) {
+        let (fits, remaining, end, new, idx) = self.lean(word, now, cost);
         let d = BatchDecision {
             allowed: fits,
             remaining,
             retry_after: if fits { Nanos::ZERO } else { end },
             delay: Nanos::ZERO,
         };
-        (d, new)
+        (d, new, idx)
     }
 }
 
@@ -751,7 +753,15 @@ window_algorithm!(
 );
 
 impl LocalRun for FixedWindowConfig {
-    /// The step on the packed word, event by event (it is cheap: no weights).
+    /// Events `a..b` on the local word `s`, with the word kept decoded between events: the
+    /// full index of its window, that window's start and its count. An event inside that
+    /// window (the usual case on a sorted trace) is then [`FixedWindowConfig::batch_step`]
+    /// without the division by `W`, the unpacking, the window relation and the packing —
+    /// the same integers, since the step on the packed word sees the same window
+    /// (`Rel::Same`, or a zero count) and writes back `pack(idx, count + taken, 0)`, which
+    /// changes the word iff `taken > 0`; the time to the window's end is `W − e`. Any other
+    /// event (the first of the batch, a new window, a rewind) runs the step itself on the
+    /// packed word and decodes the result.
     #[inline(always)]
     fn run_local<E: Events, W: Outcomes>(
         &self,
@@ -761,17 +771,49 @@ impl LocalRun for FixedWindowConfig {
         event: &mut E,
         write: &mut W,
     ) -> (u64, bool) {
+        let (limit, w, p) = (self.limit, self.window.divisor(), self.p);
         let mut wrote = false;
+        // The decoded word; `valid` once an event decoded it and its window start fits.
+        let (mut idx, mut start, mut cur, mut valid) = (0u64, 0u64, 0u64, false);
         for i in a..b {
             let (now, cost) = event(i);
-            if let Err(e) = capacity_check(self.limit, cost) {
+            if let Err(e) = capacity_check(limit, cost) {
                 write(i, Err(e));
                 continue;
             }
-            let (d, new) = self.batch_step(s, now, cost);
-            wrote |= new != s;
-            s = new;
+            let e = now.0.wrapping_sub(start);
+            let d = if valid & (now.0 >= start) & (e < w) {
+                let fits = cur + cost <= limit;
+                let taken = if fits { cost } else { 0 };
+                cur += taken;
+                wrote |= taken != 0;
+                // Zero when admitted, by a mask: the verdict flips at random on a trace
+                // over the limit, so a branch on it would be mispredicted half the time.
+                let retry = (w - e) & u64::from(fits).wrapping_sub(1);
+                BatchDecision {
+                    allowed: fits,
+                    remaining: limit - cur,
+                    retry_after: Nanos(retry),
+                    delay: Nanos::ZERO,
+                }
+            } else {
+                if valid {
+                    s = p.pack(idx, cur, 0);
+                }
+                let (d, new, new_idx) = self.batch_step(s, now, cost);
+                wrote |= new != s;
+                s = new;
+                (idx, cur) = (new_idx, limit - d.remaining);
+                (start, valid) = match idx.checked_mul(w) {
+                    Some(st) => (st, true),
+                    None => (0, false),
+                };
+                d
+            };
             write(i, Ok(d));
+        }
+        if valid {
+            s = p.pack(idx, cur, 0);
         }
         (s, wrote)
     }
