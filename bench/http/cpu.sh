@@ -93,12 +93,8 @@ WRK_C=$((32 * WORKERS))
 # lib.sh's wrk_load with -t and -c scaled to the worker count; prints "req/s p99_ms requests".
 load() { wrk_load "$PORT" "$WRK_T" "$WRK_C" | awk '{ print $1, $3, $5 }'; }
 
-# The servers in round $1's order: rotated by one each round, so that no server always runs
-# in the same slot (the first run after a restart of the round measured consistently apart).
-order() {
-    local n=${#SERVERS[@]} i
-    for i in $(seq 0 $((n - 1))); do echo "${SERVERS[$(((i + $1) % n))]}"; done
-}
+# The servers in round $1's order (lib.sh `rotated`).
+order() { rotated "$1" "${SERVERS[@]}"; }
 
 RESULTS="$WORK/results"
 : >"$RESULTS"

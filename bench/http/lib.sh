@@ -28,10 +28,10 @@ ensure_tools() {
     fi
 }
 
-# PIN=1 splits the two cores: the server under test runs on CPU 0, the
-# load generator and the upstream on CPU 1: commands prefixed "${ON_SERVER[@]}" and
-# "${ON_LOAD[@]}" (taskset, which execs the command: `$!` stays the server's PID, as the CPU
-# readings from /proc need). Without PIN both prefixes are empty.
+# PIN=1 splits the two cores: the server under test runs on CPU 0, the load generator and
+# the upstream on CPU 1, as commands prefixed "${ON_SERVER[@]}" and "${ON_LOAD[@]}" (taskset,
+# which execs the command: `$!` stays the server's PID, as the CPU readings from /proc need).
+# Without PIN both prefixes are empty.
 # Why: on a 2-vCPU machine the scheduler moves a multi-threaded server (Pingora's runtime)
 # onto wrk's core in some runs and not in others, and CPU per request then falls in two
 # groups ~1.7x apart for the same binary (docs/BENCHMARKS.md, "With the fat-LTO release
@@ -42,6 +42,16 @@ if [ "${PIN:-0}" = 1 ]; then
     ON_SERVER=(taskset -c 0)
     ON_LOAD=(taskset -c 1)
 fi
+
+# rotated K ITEM... — the items, one per line, starting at index K (mod their number): a
+# round's server order, shifted each round so that no server always runs in the same slot or
+# after the same one (the first run after a round's restart measured consistently apart).
+rotated() {
+    local k=$1 i
+    shift
+    local items=("$@")
+    for i in $(seq 0 $(($# - 1))); do echo "${items[$(((i + k) % $#))]}"; done
+}
 
 # A loopback port that was free a moment ago.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

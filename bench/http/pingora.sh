@@ -12,8 +12,9 @@
 # Same method as bench/http/run.sh: a fast upstream (a separate nginx answering 200 "ok" from
 # memory, 1 worker); proxy path = a token bucket that never rejects (nginx: limit_req with a
 # huge rate), reject path = 1 per minute (every request but the first is 429; the plain proxy
-# has no limiter and sits this one out). Servers alternate within each round; every server is
-# restarted per run (each round's order shifted by one), warmed up for 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
+# has no limiter and sits this one out). Servers alternate within each round, each round's
+# order shifted by one (lib.sh `rotated`); every server is restarted per run, warmed up for
+# 1 s, then loaded with wrk --latency -t1 -c32 -dDURATION.
 # Access logs off everywhere. Prints one line per run and a table of medians with ratios to
 # weir-pingora. Each run also records the server's CPU time (user and system separately, all
 # its threads, from /proc) per request served: every proxy here saturates one core, so CPU per
@@ -73,15 +74,10 @@ TICK=$(getconf CLK_TCK)
 RESULTS="$WORK/results"
 : >"$RESULTS"
 run_path() { # $1 path, $2.. servers
-    local path=$1 servers count j who
+    local path=$1 who
     shift
-    servers=("$@")
-    count=$#
     for r in $(seq "$ROUNDS"); do
-        # Round r starts one server further along, so no server always runs in the same
-        # place of a round or after the same one.
-        for j in $(seq 0 $((count - 1))); do
-            who=${servers[$(((j + r - 1) % count))]}
+        for who in $(rotated $((r - 1)) "$@"); do
             start "$who" "$path"
             "${ON_LOAD[@]}" wrk -t1 -c32 -d1s "http://127.0.0.1:$PORT/" >/dev/null
             read -r u0 s0 <<<"$(cpu_ticks "$PID")"

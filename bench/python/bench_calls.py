@@ -30,8 +30,8 @@ The baselines `_weir._Probe` and `_weir._bench_core_loop` exist only in a build 
 
   (cd bindings/python && maturin develop --release --features bench-hooks)
 
-`--replay-only` times just the `weir.replay` rows, `--rounds` rounds of them (the shipped
-module will do; the baselines are left out when its bench hooks are missing).
+`--replay-only` times just the `weir.replay` rows, `--rounds` rounds of them, without the
+baselines (so the shipped module, without bench hooks, will do).
 
 Usage: python bench/python/bench_calls.py [--rounds 7] [--quick] [--replay-only] [--json FILE]
 """
@@ -163,11 +163,9 @@ def bench_replay(rounds: int, quick: bool, replay_only: bool = False) -> dict:
         res[name][0].append(n / t[0])
         res[name][1].append(n / t[1])
 
-    hooks = hasattr(_weir, "_bench_core_loop")
     for _ in range(rounds):
-        if hooks and not replay_only:
+        if not replay_only:  # the baselines (the hooks are there: checked at import)
             add("Rust core loop (SharedTokenBucket, no output)", timed(lambda: _weir._bench_core_loop(raw, 5000, 10**9, 100)))
-        if not replay_only:
             add("output-memory floor (17 fresh bytes/event)", timed(lambda: bytearray(b"\x01") * (17 * n)))
             add("numpy add (one streaming pass)", timed(lambda: np.add(ts, 1.0, out=out)))
             tb = weir.TokenBucket(5000, 1.0, 100, clock=weir.ManualClock())
