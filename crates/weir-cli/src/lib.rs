@@ -159,7 +159,7 @@ pub fn say(line: core::fmt::Arguments<'_>) {
 pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String> {
     // What start-up had to say (e.g. a torn quota-ledger record dropped).
     for n in engine.take_notices() {
-        eprintln!("{bin}: {n}");
+        say(format_args!("{bin}: {n}"));
     }
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
         .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;

@@ -127,14 +127,15 @@ fn run(cli: Cli<GatewayFlags>) -> Result<ExitCode, String> {
         handles.push(h);
     }
     let admin_text = admin.map_or_else(|| "off".to_owned(), |a| a.to_string());
-    eprintln!(
+    // The workers already accept: a client may have connected and closed our stderr.
+    weir_cli::say(format_args!(
         "weir-gateway: instance {} (revision {}) listening on {listen} with {workers} {driver_name} \
          worker(s); admin {admin_text}",
         settings.instance,
         engine.revision(),
-    );
+    ));
     if let Some(d) = &demo_guard {
-        eprintln!("{}", d.curl_lines(listen, admin));
+        weir_cli::say(format_args!("{}", d.curl_lines(listen, admin)));
     }
     for h in handles {
         let _ = h.join();

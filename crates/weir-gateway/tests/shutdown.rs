@@ -148,8 +148,8 @@ fn a_gateway_restarted_at_once_binds_the_same_port() {
     }
 }
 
-/// A gateway whose stderr reader has gone (a supervisor or terminal that went away) still
-/// stops on SIGTERM, and cleanly: its signal thread once died on the failed write of its
+/// A gateway whose stderr reader has gone (a supervisor or terminal that went away) starts,
+/// serves and stops on SIGTERM, and cleanly: its signal thread once died on the failed write of its
 /// "draining" line before it could stop the workers, and no signal could end the process.
 #[test]
 fn sigterm_stops_a_gateway_whose_stderr_is_closed() {
@@ -171,12 +171,14 @@ fn sigterm_stops_a_gateway_whose_stderr_is_closed() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start");
+    // Closed before the gateway's first line, so every line it writes meets a closed pipe
+    // (closing it once the port answered raced with the "listening" line).
+    drop(child.stderr.take());
     let until = Instant::now() + Duration::from_secs(15);
     while Client::connect(addr).is_err() {
         assert!(Instant::now() < until, "gateway did not start");
         thread::sleep(Duration::from_millis(20));
     }
-    drop(child.stderr.take());
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

@@ -61,8 +61,10 @@ impl ServeHttp for AdminApp {
         let resp = tokio::task::spawn_blocking(move || {
             let resp = engine.admin_request(&method, &path, &auth, &body);
             // The engine re-attaches its store on reload itself; it only reports what it did.
+            // Not `eprintln!`: it panics when stderr is a closed pipe.
             for n in engine.take_notices() {
-                eprintln!("weir-pingora: {n}");
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "weir-pingora: {n}");
             }
             resp
         })

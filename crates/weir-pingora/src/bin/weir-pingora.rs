@@ -60,16 +60,19 @@ fn start(cli: Cli<NoFlags>) -> Result<ExitCode, String> {
         server.add_service(svc);
     }
 
-    eprintln!(
+    weir_cli::say(format_args!(
         "weir-pingora: serving {} on {} (admin {}), {} worker(s), revision {}",
         config.display(),
         settings.listen,
         settings.admin.map_or("off".to_owned(), |a| a.to_string()),
         server.configuration.threads,
         engine.revision(),
-    );
+    ));
     if let Some(d) = &demo {
-        eprintln!("{}", d.curl_lines(settings.listen, settings.admin));
+        weir_cli::say(format_args!(
+            "{}",
+            d.curl_lines(settings.listen, settings.admin)
+        ));
     }
     let flush = engine.clone();
     let drainer = Drainer::new(
