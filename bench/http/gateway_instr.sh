@@ -6,6 +6,8 @@
 #   bench/http/gateway_instr.sh [N] [BIN...]     (default N = 2000, BIN = this tree's release build)
 #   REJECT=1 bench/http/gateway_instr.sh ...     the reject path instead (every request but
 #                                                the first answered 429 by the limiter)
+#   KEEP=DIR bench/http/gateway_instr.sh ...     keeps each binary's larger callgrind profile
+#                                                in DIR (cg.1, cg.2, ... in BIN order)
 #
 # Config as bench/http/cpu.sh's proxy path (one worker, token bucket that never rejects,
 # access log off; REJECT=1: 1 per minute) on the legacy (epoll) driver: valgrind does not see the kernel's writes to
@@ -49,4 +51,8 @@ for bin in "${BINS[@]}"; do
     a=$(total "$bin" 300)
     b=$(total "$bin" $((300 + N)))
     echo "$bin: $(((b - a) / N)) instructions/request (user space, $([ "$STATUS" = 429 ] && echo reject || echo proxy) path)"
+    if [ -n "${KEEP:-}" ]; then
+        k=$((${k:-0} + 1))
+        cp "$WORK/cg.$((300 + N))" "$KEEP/cg.$k"
+    fi
 done

@@ -427,11 +427,19 @@ mod tests {
 
 /// Appends the low `digits` hex digits of `v` (lowercase, zero-padded) to `out`: what
 /// `format!("{v:0digits$x}")` makes, without the formatting machinery (hot path).
+/// The digits go into a byte array first and into `out` in one piece (a `String::push` per
+/// digit cost ~20 instructions each: a request id is 32 of them).
 pub(crate) fn push_hex(mut out: String, v: u128, digits: u32) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    for i in (0..digits).rev() {
-        out.push(char::from(HEX[((v >> (i * 4)) & 0xf) as usize]));
+    let digits = digits.min(32) as usize;
+    let mut buf = [b'0'; 32];
+    let mut rest = v;
+    for d in buf[..digits].iter_mut().rev() {
+        *d = HEX[(rest & 0xf) as usize];
+        rest >>= 4;
     }
+    // Always ASCII; the fallback cannot happen.
+    out.push_str(core::str::from_utf8(&buf[..digits]).unwrap_or_default());
     out
 }
 

@@ -413,7 +413,10 @@ impl Flow {
 
     /// The flow's extra headers (RateLimit fields, bypass marker) for a response it makes.
     fn extra_headers_text(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
-        self.rate.headers.iter().map(|(k, v)| (*k, v.to_string()))
+        self.rate
+            .headers
+            .iter()
+            .map(|(k, v)| (*k, v.as_str().to_owned()))
     }
 
     /// The fallback when configured, else the gateway error.
@@ -610,7 +613,12 @@ impl Flow {
         .await;
         self.rate.remaining = c.remaining.or(self.rate.remaining);
         self.rate.bypassed |= c.bypassed;
-        self.rate.headers.extend(c.headers);
+        if self.rate.headers.is_empty() {
+            // The usual case: take the vector instead of copying it into a new one.
+            self.rate.headers = c.headers;
+        } else {
+            self.rate.headers.extend(c.headers);
+        }
         self.merge_quota_headers();
         if self.rate.shadow.is_none() {
             self.rate.shadow = c.shadow;
@@ -923,7 +931,7 @@ impl Flow {
             ts: now_rfc3339(),
             instance: self.instance().to_string(),
             // The flow ends here: its strings move into the record.
-            request_id: self.request_id.to_string(),
+            request_id: self.request_id.as_str().to_owned(),
             route: self.route_id().to_string(),
             method: log.method,
             path: log.path,

@@ -45,8 +45,8 @@ impl Shared {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let mut r = weir_core::SplitMix64::new(self.seed ^ n.rotate_left(17));
         use weir_core::Rng;
-        let id = crate::descriptor::push_hex(String::with_capacity(32), r.next_u64().into(), 16);
-        crate::descriptor::push_hex(id, (n ^ self.seed).into(), 16)
+        let id = (u128::from(r.next_u64()) << 64) | u128::from(n ^ self.seed);
+        crate::descriptor::push_hex(String::with_capacity(32), id, 32)
     }
 }
 

@@ -187,6 +187,7 @@ pub(crate) async fn check<T: Timer>(
         d.reset_after.as_secs_ceil()
     };
     if p.headers && fields {
+        out.headers.reserve_exact(2);
         out.headers
             .push(("ratelimit-policy", rt.policy_header.clone()));
         out.headers
