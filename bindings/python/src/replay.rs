@@ -138,12 +138,10 @@ impl Fill<'_> {
             wait,
             allowed,
         } = self;
-        // Every column re-sliced to exactly `k` items: the batch's indices are below `k`,
-        // so the compiler drops the bounds checks of the loop's loads and stores.
+        let (times, _) = times.as_chunks::<8>();
+        let (rem, _) = rem.as_chunks_mut::<8>();
+        let (wait, _) = wait.as_chunks_mut::<8>();
         let k = allowed.len();
-        let times = &times.as_chunks::<8>().0[..k];
-        let rem = &mut rem.as_chunks_mut::<8>().0[..k];
-        let wait = &mut wait.as_chunks_mut::<8>().0[..k];
         let ns = &mut ns[..k];
         chunk_nanos(times, ns);
         let ns = &*ns;
@@ -168,7 +166,7 @@ impl Fill<'_> {
         match costs {
             None => core.batch(k, |i| (Nanos(ns[i]), 1), write),
             Some(c) => {
-                let c = &c.as_chunks::<8>().0[..k];
+                let (c, _) = c.as_chunks::<8>();
                 core.batch(k, |i| (Nanos(ns[i]), u64::from_ne_bytes(c[i])), write)
             }
         }
