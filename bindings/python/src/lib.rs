@@ -44,6 +44,7 @@ fn _weir(m: &Bound<'_, PyModule>) -> PyResult<()> {
         resilience::PyCircuitBreaker,
         simulation::PySimulation,
         quota::PyQuota,
+        replay::PyColumns,
     );
     m.add_function(wrap_pyfunction!(replay::_replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::_split_wait, m)?)?;

@@ -14,11 +14,11 @@
 //! intermediate vectors and no per-event Python object. The manual clock is left at the last event's time.
 //!
 //! The result: a small one is written straight into one new `bytes`. A large one is fresh
-//! memory whose 4 KiB page faults cost more than the decisions, so it goes into an `mmap`
-//! advised for transparent huge pages ([`huge_output`]); without the buffer protocol Rust
-//! cannot write into it in place, so each chunk is decided into a cache-resident scratch
-//! and copied in by slice assignment — three `memcpy`s per chunk, far cheaper than the
-//! faults they save (measured: docs/BENCHMARKS.md).
+//! memory whose 4 KiB page faults cost more than the decisions, so it goes into a mapping
+//! of our own advised for transparent huge pages ([`huge_output`]), which the loop writes
+//! in place and a [`PyColumns`] hands to Python (viewed through `ctypes`: see there).
+//! An `out` buffer given by the caller is written chunk by chunk through a cache-resident
+//! scratch and slice assignment (abi3-py39 has no buffer protocol to write it in place).
 
 use crate::errors;
 use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
@@ -423,14 +423,6 @@ fn replay_on<'py, P: PyLimiter>(
         }
     }
     validate(py, times, costs, lim.capacity())?;
-    let auto;
-    let out = match out {
-        Some(o) => Some(o),
-        None => {
-            auto = huge_output(py, size)?;
-            auto.as_ref()
-        }
-    };
     // The chunk's times in nanoseconds (see `Fill::batch`).
     let mut ns = vec![0u64; CHUNK.min(n)];
     let (mut admitted, mut delayed, mut last) = (0u64, 0u64, Nanos::ZERO);
@@ -446,21 +438,21 @@ fn replay_on<'py, P: PyLimiter>(
         last = la;
         Ok(())
     };
+    // Every chunk decided straight into its place in `out` (all `17·n` bytes).
+    let mut decide_into = |out: &mut [u8]| -> PyResult<()> {
+        let (rem, rest) = out.split_at_mut(8 * n);
+        let (wait, allowed) = rest.split_at_mut(8 * n);
+        for (a, b) in chunks(n) {
+            decide(
+                (a, b),
+                &mut rem[8 * a..8 * b],
+                &mut wait[8 * a..8 * b],
+                &mut allowed[a..b],
+            )?;
+        }
+        Ok(())
+    };
     let columns = match out {
-        None => PyBytes::new_with(py, size, |out| {
-            let (rem, rest) = out.split_at_mut(8 * n);
-            let (wait, allowed) = rest.split_at_mut(8 * n);
-            for (a, b) in chunks(n) {
-                decide(
-                    (a, b),
-                    &mut rem[8 * a..8 * b],
-                    &mut wait[8 * a..8 * b],
-                    &mut allowed[a..b],
-                )?;
-            }
-            Ok(())
-        })?
-        .into_any(),
         Some(o) => {
             // Without the buffer protocol (not in the abi3-py39 API) the caller's buffer
             // cannot be written in place: each chunk is decided into a cache-resident
@@ -483,6 +475,13 @@ fn replay_on<'py, P: PyLimiter>(
             }
             o.clone()
         }
+        None => match huge_output(size) {
+            Some(mut map) => {
+                decide_into(&mut map[..size])?;
+                Bound::new(py, PyColumns::seal(map, size)?)?.into_any()
+            }
+            None => PyBytes::new_with(py, size, |out| decide_into(out))?.into_any(),
+        },
     };
     if n > 0 {
         clock.set(last);
@@ -490,36 +489,84 @@ fn replay_on<'py, P: PyLimiter>(
     Ok((columns, admitted, delayed))
 }
 
-/// A writable anonymous private `mmap` of `size` bytes advised `MADV_HUGEPAGE`, or `None`
-/// where Python's `mmap` lacks either (not Linux) or for a result below [`HUGE_AT`].
+/// A writable anonymous private mapping for a result of `size` bytes, advised
+/// `MADV_HUGEPAGE` on Linux, or `None` for a result below [`HUGE_AT`] or when the mapping
+/// fails (the caller then writes a `bytes`).
 ///
 /// Why: a long replay's result is fresh memory, and with 4 KiB pages its page faults cost
 /// more than the decisions (~41 k faults per 10 M events). Transparent huge pages are
 /// usually in `madvise` mode, and glibc does not advise its mappings, so a `bytes` never
 /// gets them; a mapping of our own, advised, takes 2 MiB per fault. Private, because
-/// shared anonymous memory is shmem, which THP usually leaves alone. A failed `madvise`
-/// (THP off) leaves ordinary pages: still correct.
-fn huge_output<'py>(py: Python<'py>, size: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+/// shared anonymous memory is shmem, which THP usually leaves alone; its length is rounded
+/// up to whole huge pages, so the kernel places it on a huge-page boundary and its last
+/// page is a huge one too. A failed `madvise` (THP off) leaves ordinary pages: still
+/// correct. The mapping is ours (`memmap2`: safe Rust), so the loop decides straight into
+/// it — no scratch, no copies — and [`PyColumns`] hands it to Python.
+fn huge_output(size: usize) -> Option<memmap2::MmapMut> {
     if size < HUGE_AT {
-        return Ok(None);
+        return None;
     }
-    let mmap = py.import(intern!(py, "mmap"))?;
-    let (Ok(private), Ok(advice)) = (
-        mmap.getattr(intern!(py, "MAP_PRIVATE")),
-        mmap.getattr(intern!(py, "MADV_HUGEPAGE")),
-    ) else {
-        return Ok(None);
-    };
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item(intern!(py, "flags"), private)?;
-    let Ok(m) = mmap
-        .getattr(intern!(py, "mmap"))?
-        .call((-1, size), Some(&kwargs))
-    else {
-        return Ok(None);
-    };
-    let _ = m.call_method1(intern!(py, "madvise"), (advice,));
-    Ok(Some(m))
+    let map = memmap2::MmapMut::map_anon(size.checked_next_multiple_of(HUGE_PAGE)?).ok()?;
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    Some(map)
+}
+
+/// The transparent huge page size of x86_64 and of arm64 with 4 KiB pages.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// `weir._weir._Columns`: a large [`_replay`] result — the columns in a private anonymous
+/// mapping ([`huge_output`]) that this object owns and unmaps when it is freed, read-only
+/// from the moment the loop is done (`mprotect`).
+///
+/// abi3-py39 has no buffer protocol to export it with (it entered the limited API in
+/// 3.11), so Python views it through `ctypes` (`weir._replay._view`): an array at
+/// [`address`](PyColumns::address) that holds a reference to this object, so the
+/// mapping outlives every `memoryview` and numpy array made from it. The mapping never
+/// moves and nothing writes to it after [`PyColumns::seal`]: the address stays valid
+/// and the bytes fixed for the object's whole life.
+#[pyclass(frozen, module = "weir._weir", name = "_Columns")]
+pub(crate) struct PyColumns {
+    map: memmap2::Mmap,
+    len: usize,
+}
+
+impl PyColumns {
+    /// The filled mapping, made read-only; `len` bytes of it are the result.
+    fn seal(map: memmap2::MmapMut, len: usize) -> PyResult<Self> {
+        let map = map.make_read_only()?;
+        Ok(PyColumns { map, len })
+    }
+
+    /// The result's bytes.
+    fn bytes(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+}
+
+#[pymethods]
+impl PyColumns {
+    /// The result's size in bytes (`17·n`).
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The mapping's address (the first byte of the result).
+    #[getter]
+    fn address(&self) -> usize {
+        self.map.as_ptr() as usize
+    }
+
+    /// The mapping's length: [`__len__`](PyColumns::__len__) rounded up to whole huge pages.
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.map.len()
+    }
+
+    /// A copy of the result as `bytes` (where `ctypes` is missing).
+    fn tobytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.bytes())
+    }
 }
 
 /// `_replay(limiter, times, costs_or_None, out=None)` → `(columns, admitted, delayed)`.
@@ -527,8 +574,8 @@ fn huge_output<'py>(py: Python<'py>, size: usize) -> PyResult<Option<Bound<'py, 
 /// of 8-byte items. `columns` holds `17·n` bytes: `remaining` (u64) and `wait` (f64
 /// seconds) columns of `8·n` bytes each, then `allowed` (`n` bytes of 0/1); `delayed`
 /// counts admitted events with a non-zero delay. `columns` is `out` when given (any
-/// writable buffer of `17·n` bytes, filled by slice assignment), else a huge-page `mmap`
-/// for a large result where available ([`huge_output`]), else a new `bytes`.
+/// writable buffer of `17·n` bytes, filled by slice assignment), else a [`PyColumns`]
+/// for a large result (a huge-page mapping, [`huge_output`]), else a new `bytes`.
 #[pyfunction]
 #[pyo3(signature = (limiter, times, costs = None, out = None))]
 pub(crate) fn _replay<'py>(
@@ -567,8 +614,8 @@ pub(crate) fn _replay<'py>(
     )))
 }
 
-/// Bytes `a..b` of `obj`: in place for a `bytes`, else through `obj[a:b]` (an `mmap`
-/// slice is a `bytes`).
+/// Bytes `a..b` of `obj`: in place for a `bytes` or a [`PyColumns`], else through
+/// `obj[a:b]` (an `mmap` slice is a `bytes`).
 fn with_range<R>(
     obj: &Bound<'_, PyAny>,
     (a, b): (usize, usize),
@@ -576,6 +623,9 @@ fn with_range<R>(
 ) -> PyResult<R> {
     if let Ok(bytes) = obj.cast::<PyBytes>() {
         return Ok(f(&bytes.as_bytes()[a..b]));
+    }
+    if let Ok(cols) = obj.cast::<PyColumns>() {
+        return Ok(f(&cols.get().bytes()[a..b]));
     }
     let part = obj.get_item(PySlice::new(obj.py(), a as isize, b as isize, 1))?;
     let part = part.cast_into::<PyBytes>()?;
@@ -586,7 +636,7 @@ fn with_range<R>(
 }
 
 /// `_split_wait(columns)` → `(retry_after, delay)` f64 bytes: the `wait` column of a
-/// [`_replay`] result (a `bytes` or an `mmap`) split by `allowed` (only needed when some
+/// [`_replay`] result (a `bytes`, a [`PyColumns`] or an `out` buffer) split by `allowed` (only needed when some
 /// admitted event was delayed).
 #[pyfunction]
 pub(crate) fn _split_wait<'py>(

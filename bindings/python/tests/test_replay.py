@@ -1,4 +1,5 @@
 import array
+import os
 
 import pytest
 from hypothesis import given
@@ -215,11 +216,11 @@ def test_replay_across_chunks(kind):
 
 @pytest.mark.parametrize("kind", list(MAKERS))
 def test_replay_into_huge_pages_and_out_buffers(kind):
-    """A result large enough for the huge-page mmap (4 MiB: 250k events) and a small one
-    written into an explicit `out` buffer (the same chunk-copy path) equal the plain
-    `bytes` path; the columns stay read-only; the wait split works on an mmap."""
+    """A result large enough for the huge-page map (4 MiB: 250k events), written in place,
+    and a small one written into an explicit `out` buffer (the chunk-copy path) equal the
+    `out` path and the plain `bytes` path; the columns stay read-only; the wait split works
+    on the map."""
     np = pytest.importorskip("numpy")
-    import mmap
 
     from weir import _weir
 
@@ -235,9 +236,9 @@ def test_replay_into_huge_pages_and_out_buffers(kind):
 
     want = run(lambda m: bytearray(17 * m), n)
     big = run(lambda m: None, n)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        assert isinstance(big[0], mmap.mmap)
-    assert bytes(big[0]) == bytes(want[0]) and big[1:] == want[1:]
+    assert isinstance(big[0], _weir._Columns) and len(big[0]) == 17 * n
+    assert big[0].capacity % (2 << 20) == 0 and big[0].capacity >= 17 * n
+    assert big[0].tobytes() == bytes(want[0]) and big[1:] == want[1:]
     small = run(lambda m: None, 1000)
     assert isinstance(small[0], bytes)
     assert bytes(run(lambda m: bytearray(17 * m), 1000)[0]) == small[0]
@@ -300,3 +301,76 @@ def test_version_is_the_package_version():
 
     assert weir.__version__ == version("weir")
     assert weir.__version__.count(".") == 2
+
+
+def test_mapped_columns_outlive_the_result_and_views():
+    """A large result's columns live in a memory map the native side owns, viewed through
+    ctypes: every column view and numpy array keeps the map alive after the result and the
+    other views are gone, the views are read-only and zero-copy, and the map is unmapped
+    once the last view goes (no leak over many results)."""
+    np = pytest.importorskip("numpy")
+    import gc
+
+    from weir import _weir, _replay
+
+    def mapped(address):
+        """Whether a mapping starts at `address` (None: /proc is not there to tell)."""
+        if not os.path.exists("/proc/self/maps"):
+            return None
+        with open("/proc/self/maps") as f:
+            return any(int(line.split("-", 1)[0], 16) == address for line in f)
+
+    n = 300_000
+    ts = np.cumsum(np.random.default_rng(5).exponential(1e-4, n))
+    for kind in ("FixedWindow", "LeakyBucket"):
+        r = weir.replay(MAKERS[kind](weir.ManualClock()), ts)
+        assert isinstance(r._columns, _weir._Columns)
+        base = r._columns.address
+        assert mapped(base) in (True, None)
+        want = [tuple(r[i]) for i in (0, 1, n // 2, n - 1)]
+        want_allowed = np.asarray(r.allowed).copy()
+        allowed = np.asarray(r.allowed)
+        tail = r[n - 10 :]
+        remaining = r.to_numpy()["remaining"]
+        # zero-copy: the numpy arrays point into the map
+        assert allowed.__array_interface__["data"][0] == base + 16 * n
+        assert remaining.__array_interface__["data"][0] == base
+        assert not allowed.flags.writeable and not remaining.flags.writeable
+        with pytest.raises(TypeError):
+            r.allowed[0] = False
+        del r
+        gc.collect()
+        assert mapped(base) in (True, None)  # the views still hold it
+        assert (allowed == want_allowed).all()
+        assert tuple(tail[9]) == want[3] and len(tail) == 10
+        del allowed, tail
+        gc.collect()
+        assert mapped(base) in (True, None)
+        assert remaining[0] == want[0][1] and remaining[n // 2] == want[2][1]
+        del remaining
+        gc.collect()
+        assert mapped(base) in (False, None)  # unmapped with the last view
+    # many results, each dropped: the mappings are freed
+    addresses = set()
+    for _ in range(20):
+        r = weir.replay(MAKERS["TokenBucket"](weir.ManualClock()), ts)
+        assert np.asarray(r.allowed).sum() == r.admitted
+        addresses.add(r._columns.address)
+        del r
+    gc.collect()
+    assert not any(mapped(a) for a in addresses)
+    assert len(_replay._VIEW_TYPES) <= 2
+
+
+def test_mapped_columns_without_ctypes(monkeypatch):
+    """Where ctypes is missing, a large result is copied once into a bytes: same columns."""
+    np = pytest.importorskip("numpy")
+    from weir import _replay
+
+    ts = np.cumsum(np.random.default_rng(6).exponential(1e-4, 300_000))
+    a = weir.replay(weir.SlidingWindow(5000, 1.0, clock=weir.ManualClock()), ts)
+    monkeypatch.setattr(_replay, "ctypes", None)
+    b = weir.replay(weir.SlidingWindow(5000, 1.0, clock=weir.ManualClock()), ts)
+    assert isinstance(b.allowed.obj, bytes)
+    for c in ("allowed", "remaining", "retry_after", "delay"):
+        assert getattr(a, c) == getattr(b, c)

@@ -321,10 +321,18 @@ impl LocalRun for LeakyBucketConfig {
             // numerator is below 2^63: need − W ≤ ahead, and need ≤ W when accepted.
             let after = core::hint::select_unpredictable(fits, need, ahead);
             let remaining = t.div_lt_half(undelayed.saturating_sub(after));
-            let retry = k.div_ceil_lt_half(need.saturating_sub(w));
+            // One division for both waits: when it fits, `need − W` saturates to 0 (no
+            // retry) and the numerator is the delay's; when not, nothing is accepted (no
+            // delay) and it is the retry's.
             let over =
                 core::hint::select_unpredictable(write_now, need.saturating_sub(undelayed), 0);
-            let delay = k.div_ceil_lt_half(over);
+            let wait = k.div_ceil_lt_half(core::hint::select_unpredictable(
+                fits,
+                over,
+                need.saturating_sub(w),
+            ));
+            let retry = core::hint::select_unpredictable(fits, 0, wait);
+            let delay = core::hint::select_unpredictable(fits, wait, 0);
             write(
                 i,
                 Ok(BatchDecision {

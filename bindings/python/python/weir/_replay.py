@@ -8,6 +8,11 @@ from typing import Any, Iterator, NamedTuple, Optional
 
 from weir import _weir
 
+try:
+    import ctypes
+except ImportError:  # a Python built without ctypes: large results are copied once
+    ctypes = None  # type: ignore[assignment]
+
 _NATIVE_F64 = ("d", "@d", "=d", "<d" if sys.byteorder == "little" else ">d")
 _NATIVE_U64 = {"Q", "@Q", "=Q", "L" if array("L").itemsize == 8 else "Q"}
 _NATIVE_I64 = {"q", "@q", "=q", "l" if array("l").itemsize == 8 else "q"}
@@ -75,6 +80,31 @@ def _costs_column(costs: Any) -> memoryview:
     return _column(costs, "costs", _NATIVE_U64, "Q", "ints", _cost_overflow)
 
 
+# ctypes array types over `_weir._Columns` mappings, by mapping length (whole 2 MiB pages,
+# so few distinct lengths; ctypes itself caches every array type it makes).
+_VIEW_TYPES: dict = {}
+
+
+def _view(columns: Any) -> memoryview:
+    """A `memoryview` of a result's bytes: as is for a `bytes` or an `out` buffer; for a
+    large result (`_weir._Columns`, a read-only memory map the native side owns; abi3-py39
+    cannot export a buffer) a ctypes array at the map's address that keeps `columns`
+    alive — every memoryview and numpy array made from it keeps the array, so the map is
+    unmapped only when the last of them is gone."""
+    if not isinstance(columns, _weir._Columns):
+        return memoryview(columns)
+    if ctypes is None:
+        return memoryview(columns.tobytes())
+    cap = columns.capacity
+    t = _VIEW_TYPES.get(cap)
+    if t is None:
+        t = type("_Mapped", (ctypes.c_char * cap,), {"__slots__": ("columns",)})
+        _VIEW_TYPES[cap] = t
+    a = t.from_address(columns.address)
+    a.columns = columns
+    return memoryview(a).cast("B")[: len(columns)]
+
+
 class ReplayDecision(NamedTuple):
     """One replayed event's decision: ``(allowed, remaining, retry_after, delay)``.
 
@@ -110,13 +140,13 @@ class ReplayResult:
     __slots__ = ("allowed", "remaining", "admitted", "delayed", "_columns", "_wait", "_split")
 
     def __init__(self, columns: Any, admitted: int, delayed: int):
-        # One buffer from the native loop (a bytes, or an mmap backed by huge pages for a
-        # large result):
+        # One buffer from the native loop (a bytes, or a memory map backed by huge pages
+        # for a large result: see `_view`):
         # remaining | wait (8·n bytes each) | allowed (n bytes). `wait` is retry_after for
         # rejected events and delay for admitted ones; the two columns are separated only
         # if asked for and needed.
         n = len(columns) // 17
-        m = memoryview(columns).toreadonly()
+        m = _view(columns).toreadonly()
         self.remaining = m[: 8 * n].cast("Q")
         self._wait = m[8 * n : 16 * n].cast("d")
         self.allowed = m[16 * n :].cast("?")
@@ -215,9 +245,10 @@ def replay(limiter: Any, times: Any, costs: Any = None) -> ReplayResult:
     float64 is read without conversion). ``costs``: ``None`` (all 1) or a sequence / 1-D
     buffer of non-negative ints. The GIL is released for traces of 4096 events or more (a
     chunk of 32768 events at a time): the trace must not change during the call. The
-    columns of a large result (4 MiB or more) live in an anonymous memory map advised for
-    transparent huge pages on Linux (far fewer page faults), else in a ``bytes``; either
-    way they are read-only views.
+    columns of a large result (4 MiB or more) live in a read-only anonymous memory map
+    advised for transparent huge pages on Linux (far fewer page faults), else in a
+    ``bytes``; either way they are read-only views, and the memory lives as long as any
+    view of it.
     """
     tc = _times_column(times)
     cc = None if costs is None else _costs_column(costs)
