@@ -30,6 +30,8 @@
 //! wait, unread, until one closes; their `header_timeout` starts when they get a slot.
 //! HTTP/2 (ALPN `h2`) connections are passed to the inner app unchanged.
 
+use core::future::Future;
+use core::pin::Pin;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
 use std::sync::Arc;
@@ -121,13 +123,16 @@ impl<A> HeadGuard<A> {
     /// connection's first request. The head is checked in place (a [`BodyFraming`] as the [`weir_http::HeadSink`]):
     /// Pingora parses the same bytes next, and weir needs only the verdict and the body
     /// framing, not a copy of the fields.
+    ///
+    /// `waits` are the connection's timer and shutdown wait, kept across its requests
+    /// ([`Waits`]).
     async fn read_head(
         &self,
         stream: &mut Stream,
         buf: &mut BytesMut,
         accepted: Instant,
         first: bool,
-        shutdown: &ShutdownWatch,
+        waits: &mut Waits<'_, impl Future<Output = ()>>,
     ) -> Result<bool, HeadStop> {
         let settings = self.engine.server();
         let limits = Limits {
@@ -146,15 +151,24 @@ impl<A> HeadGuard<A> {
                 HeadNext::Complete(len) => return Ok(body_prefix_ok(framing, &buf[len..])),
                 HeadNext::Read { until, idle } => (until, idle),
             };
-            let mut shutdown = shutdown.clone();
+            let timer = &mut waits.timer;
+            if timer.deadline() != until {
+                timer.as_mut().reset(until);
+            }
             let read = tokio::select! {
-                r = tokio::time::timeout_at(until, stream.read_buf(buf)) => r,
-                // An idle kept-alive connection must not hold a drain up.
-                _ = shutdown.wait_for(|s| *s), if idle && !first => return Err(HeadStop::Close),
+                // The read first (as `tokio::time::timeout` does): when the task wakes
+                // because the request arrived, neither wait is polled again (nor a random
+                // branch order drawn).
+                biased;
+                r = stream.read_buf(buf) => Some(r),
+                () = timer.as_mut() => None,
+                // An idle kept-alive connection must not hold a drain up. Once ready, `drain`
+                // is never polled again: the connection ends here.
+                () = waits.drain.as_mut(), if idle && !first => return Err(HeadStop::Close),
             };
             match read {
-                Ok(Ok(n)) if n > 0 => {}
-                Err(_) => return Err(reader.timed_out()),
+                Some(Ok(n)) if n > 0 => {}
+                None => return Err(reader.timed_out()),
                 // A head cut short by the client: nobody is left to answer.
                 _ => return Err(HeadStop::Close),
             }
@@ -182,6 +196,25 @@ impl<A> HeadGuard<A> {
         .await;
         pingora::protocols::Shutdown::shutdown(&mut *stream).await;
     }
+}
+
+/// What a connection's head reads wait on besides the socket, made once per connection and
+/// kept across its requests, so that each wait for a kept-alive connection's next request
+/// costs no new timer (a tokio `Sleep` takes a runtime handle and a timer-wheel entry when
+/// made, and gives both back when dropped; here the entry is moved to the new deadline) and
+/// no new shutdown waiter.
+struct Waits<'a, F> {
+    /// The head's deadline ([`HeadNext::Read`]'s `until`).
+    timer: Pin<&'a mut tokio::time::Sleep>,
+    /// [`drained`].
+    drain: Pin<&'a mut F>,
+}
+
+/// Completes when the server starts shutting down. Once first polled it stays registered
+/// for the shutdown signal (see [`Waits`]).
+async fn drained(mut shutdown: ShutdownWatch) {
+    // An error means the sender is gone: the server is going away too.
+    let _ = shutdown.wait_for(|s| *s).await;
 }
 
 /// Whether the body bytes that arrived with the head are validly framed so far (only chunked
@@ -220,10 +253,14 @@ where
         let mut stream = stream;
         let mut persistent: Option<HttpPersistentSettings> = None;
         let mut first = true;
+        let drain = core::pin::pin!(drained(shutdown.clone()));
+        // Reset to each head's deadline before it is polled.
+        let timer = core::pin::pin!(tokio::time::sleep_until(accepted));
+        let mut waits = Waits { timer, drain };
         loop {
             let mut buf = BytesMut::with_capacity(4096);
             let body_ok = match self
-                .read_head(&mut stream, &mut buf, accepted, first, shutdown)
+                .read_head(&mut stream, &mut buf, accepted, first, &mut waits)
                 .await
             {
                 Ok(ok) => ok,

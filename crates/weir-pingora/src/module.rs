@@ -126,9 +126,19 @@ impl WeirCtx {
 /// Header lookup over Pingora's request header map.
 struct ReqHeaders<'a>(&'a RequestHeader);
 
+/// The one name the engine looks up on every request (to keep a client's id).
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
 impl Headers for ReqHeaders<'_> {
     fn get(&self, name: &str) -> Option<&[u8]> {
-        self.0.headers.get(name).map(|v| v.as_bytes())
+        // A lookup by `&str` parses and validates the name first; the engine asks for
+        // `x-request-id` on every request, so that name is looked up pre-parsed.
+        let v = if name == X_REQUEST_ID.as_str() {
+            self.0.headers.get(&X_REQUEST_ID)
+        } else {
+            self.0.headers.get(name)
+        };
+        v.map(|v| v.as_bytes())
     }
 }
 
@@ -716,8 +726,9 @@ impl HopByHop {
 /// Order matters (removal reorders Pingora's header map): the names come as `Connection`
 /// lists them, then [`HOP_BY_HOP`] in its order, then `Connection` itself. Presence is found
 /// in one pass over the (few) distinct names instead of one hash lookup per candidate, and a
-/// `Connection` token is looked up by `&str` (no allocation) before it is made a
-/// `HeaderName`: tokens naming an absent field (`Connection: keep-alive`) cost nothing.
+/// `Connection` token is compared with those names (no parsing, hashing or allocation)
+/// before it is made a `HeaderName`: tokens naming an absent field (`Connection:
+/// keep-alive`) cost a few comparisons.
 fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> HopByHop {
     let mut present = [false; HOP_BY_HOP.len()];
     for name in headers.keys() {
@@ -736,8 +747,11 @@ fn hop_by_hop(headers: &http::HeaderMap, upgrade: bool) -> HopByHop {
             let Ok(t) = core::str::from_utf8(t) else {
                 continue;
             };
-            // Case-insensitive, and false for an empty or invalid name.
-            if !headers.contains_key(t) {
+            // Present under any case. The map's (few) distinct names are compared directly:
+            // a lookup by `&str` would parse and hash the token first, and the common tokens
+            // (`keep-alive`, `close`) mostly name no field of the message. An empty or
+            // invalid token matches no name.
+            if !headers.keys().any(|k| k.as_str().eq_ignore_ascii_case(t)) {
                 continue;
             }
             let Ok(name) = HeaderName::from_bytes(t.as_bytes()) else {

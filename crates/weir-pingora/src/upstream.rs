@@ -121,10 +121,15 @@ struct Idle {
     expires: Instant,
 }
 
+/// Idle connections by endpoint. Hashed with ahash, not std's SipHash: the map is looked up
+/// twice per proxied request (take, put back) and its keys are the config's endpoints, not
+/// values a client chooses, so a collision-resistant hash buys nothing here.
+type IdleMap = HashMap<SocketAddr, Vec<Idle>, ahash::RandomState>;
+
 /// weir's pool of idle upstream connections, per endpoint (most recently used first out).
 #[derive(Default)]
 pub(crate) struct Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<Idle>>>,
+    idle: Mutex<IdleMap>,
     sweeping: AtomicBool,
 }
 
@@ -141,7 +146,7 @@ fn closed(tcp: &TcpStream) -> bool {
 }
 
 impl Pool {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Vec<Idle>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdleMap> {
         self.idle
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -241,6 +241,21 @@ pub(crate) fn build(
     })
 }
 
+/// The digest of a key that does not depend on the request — every part is `route` (a
+/// route-wide limit) — or the error every request would get (`max_key_bytes` below the
+/// route id's length): the same value [`build`] computes, made once per config revision
+/// instead of hashing the route id per request. `None` for keys with request parts.
+pub(crate) fn fixed_digest(
+    rl: &(impl KeyRules + ?Sized),
+    route: &str,
+) -> Option<Result<u128, DescriptorError>> {
+    if !rl.parts().iter().all(|p| matches!(p, KeyPart::Route)) {
+        return None;
+    }
+    // Only `route` is read: the method, headers and address cannot change the result.
+    Some(build(rl, route, "", &(), None, (0, 0)).map(|d| d.digest))
+}
+
 /// The table hash of a digest: ahash of the 128-bit digest, seeded with the engine's
 /// random key (the key's 128 bits spread over ahash's four seeds).
 #[inline]
@@ -307,6 +322,35 @@ mod tests {
             max_keys: 10,
             max_key_bytes: 4,
             headers: true,
+        }
+    }
+
+    /// The once-per-revision digest of a request-independent key is what `build` computes
+    /// per request, errors included; keys with request parts have none.
+    #[test]
+    fn fixed_digest_matches_build() {
+        let h = [("x-c", "abc")];
+        for (key, route) in [
+            (vec![KeyPart::Route], "r"),
+            (vec![KeyPart::Route, KeyPart::Route], "api"),
+            (vec![], "r"),
+            (vec![KeyPart::Route], "toolong"),
+        ] {
+            let p = rl(key, true);
+            let fixed = fixed_digest(&p, route).unwrap();
+            let built = build(&p, route, "POST", &h, Some([10, 0, 0, 1].into()), (3, 4));
+            assert_eq!(fixed, built.map(|d| d.digest), "{route}");
+            if let Ok(d) = built {
+                assert_eq!(table_hash(d.digest, (3, 4)), d.table_hash);
+            }
+        }
+        for key in [
+            vec![KeyPart::Route, KeyPart::Method],
+            vec![KeyPart::Header("x-c".into())],
+            vec![KeyPart::ClientIp],
+            vec![KeyPart::Consumer],
+        ] {
+            assert_eq!(fixed_digest(&rl(key, false), "r"), None);
         }
     }
 
@@ -425,27 +469,31 @@ mod tests {
     }
 }
 
-/// Appends the low `digits` hex digits of `v` (lowercase, zero-padded) to `out`: what
-/// `format!("{v:0digits$x}")` makes, without the formatting machinery (hot path).
-/// The digits go into a byte array first and into `out` in one piece (a `String::push` per
-/// digit cost ~20 instructions each: a request id is 32 of them).
-pub(crate) fn push_hex(mut out: String, v: u128, digits: u32) -> String {
+/// The low `N` hex digits of `v` (lowercase, zero-padded) as ASCII: what
+/// `format!("{v:0N$x}")` makes, without the formatting machinery (hot path: the request id).
+pub(crate) fn hex<const N: usize>(mut v: u128) -> [u8; N] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = digits.min(32) as usize;
-    let mut buf = [b'0'; 32];
-    let mut rest = v;
-    for d in buf[..digits].iter_mut().rev() {
-        *d = HEX[(rest & 0xf) as usize];
-        rest >>= 4;
+    let mut out = [b'0'; N];
+    for b in out.iter_mut().rev() {
+        *b = HEX[(v & 0xf) as usize];
+        v >>= 4;
     }
-    // Always ASCII; the fallback cannot happen.
-    out.push_str(core::str::from_utf8(&buf[..digits]).unwrap_or_default());
+    out
+}
+
+/// Appends the low `digits` (at most 32) hex digits of `v` (lowercase, zero-padded) to
+/// `out`: what `format!("{v:0digits$x}")` makes, in one copy ([`hex`]).
+pub(crate) fn push_hex(mut out: String, v: u128, digits: u32) -> String {
+    let all = hex::<32>(v);
+    let digits = (digits as usize).min(all.len());
+    // Only ASCII hex digits were written.
+    out.push_str(core::str::from_utf8(&all[all.len() - digits..]).unwrap_or_default());
     out
 }
 
 #[cfg(test)]
 mod hex_tests {
-    use super::push_hex;
+    use super::{hex, push_hex};
 
     #[test]
     fn push_hex_matches_format() {
@@ -458,6 +506,7 @@ mod hex_tests {
             0x0123_4567_89ab_cdef,
         ] {
             assert_eq!(push_hex(String::new(), v, 32), format!("{v:032x}"));
+            assert_eq!(hex::<32>(v), format!("{v:032x}").as_bytes());
             let low = v as u64;
             assert_eq!(
                 push_hex(String::new(), u128::from(low), 16),

@@ -211,9 +211,8 @@ impl Flow {
             req.headers
                 .get("x-request-id")
                 .and_then(acceptable_request_id)
-                .map(str::to_string)
+                .map(|id| HeaderText::from(id.to_string()))
                 .unwrap_or_else(|| shared.new_request_id())
-                .into()
         };
         let route = live
             .set
@@ -311,14 +310,22 @@ impl Flow {
             }
         }
         if let Some(rl) = &p.rate_limit {
-            match descriptor::build(
-                rl,
-                &p.id,
-                req.method,
-                &with_identity,
-                req.client_ip,
-                f.shared.table_key,
-            ) {
+            let fixed = route.rate_limit.as_ref().and_then(|r| r.fixed_digest);
+            let built = match fixed {
+                Some(digest) => digest.map(|digest| Descriptor {
+                    table_hash: descriptor::table_hash(digest, f.shared.table_key),
+                    digest,
+                }),
+                None => descriptor::build(
+                    rl,
+                    &p.id,
+                    req.method,
+                    &with_identity,
+                    req.client_ip,
+                    f.shared.table_key,
+                ),
+            };
+            match built {
                 Ok(d) => f.rate.descriptor = Some(d),
                 Err(e) => {
                     let outcome = match e {
@@ -707,11 +714,12 @@ impl Flow {
             avoid: self.attempt.avoid,
         };
         let endpoint = route.upstream.endpoints[index];
+        let full = per_try == cfg;
         let per_try: Duration = per_try.into();
         let request_headers = if self.bare() {
             Vec::new()
         } else {
-            self.request_headers(&route, per_try)
+            self.request_headers(&route, per_try, full)
         };
         Ok(Attempt {
             upstream: route.upstream.clone(),
@@ -723,19 +731,23 @@ impl Flow {
         })
     }
 
-    /// Headers an attempt adds to the upstream request.
+    /// Headers an attempt adds to the upstream request. `full`: the attempt has the route's
+    /// whole per-try timeout (not cut by the total deadline), whose budget text is made once
+    /// per config revision.
     fn request_headers(
         &self,
         route: &RouteRuntime,
         per_try: Duration,
+        full: bool,
     ) -> Vec<(&'static str, HeaderText)> {
-        let mut request_headers = vec![
-            ("x-request-id", self.request_id.clone()),
-            (
-                "x-weir-budget-ms",
-                HeaderText::from(per_try.as_millis().to_string()),
-            ),
-        ];
+        let budget = if full {
+            route.budget_ms.clone()
+        } else {
+            HeaderText::from_u64(u64::try_from(per_try.as_millis()).unwrap_or(u64::MAX))
+        };
+        let mut request_headers = Vec::with_capacity(3);
+        request_headers.push(("x-request-id", self.request_id.clone()));
+        request_headers.push(("x-weir-budget-ms", budget));
         // The verified subject replaces any client-sent header of the `forward` name
         // (frontends replace same-named request headers with these).
         if let (Some(a), Some(v)) = (&route.policy.auth, &self.auth.verified)

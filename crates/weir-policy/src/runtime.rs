@@ -41,12 +41,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new_request_id(&self) -> String {
+    /// A fresh request id: 32 hex digits, a random draw then the sequence number (masked by
+    /// the seed). Made as [`HeaderText::from_ascii`], since every proxied request sends it
+    /// twice (upstream and downstream).
+    pub(crate) fn new_request_id(&self) -> HeaderText {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let mut r = weir_core::SplitMix64::new(self.seed ^ n.rotate_left(17));
         use weir_core::Rng;
         let id = (u128::from(r.next_u64()) << 64) | u128::from(n ^ self.seed);
-        crate::descriptor::push_hex(String::with_capacity(32), id, 32)
+        HeaderText::from_ascii(crate::descriptor::hex::<32>(id))
     }
 }
 
@@ -64,6 +67,8 @@ pub(crate) struct RouteRuntime {
     pub retry: Retry,
     /// Metric handles with this route's labels, resolved once.
     pub metrics: RouteMetrics,
+    /// `x-weir-budget-ms` of an attempt with the whole per-try timeout, made once.
+    pub budget_ms: HeaderText,
 }
 
 /// One revision of the config with its state.
@@ -162,6 +167,9 @@ fn route_runtime(
             .map(|c| Concurrency::build(c, prev.and_then(|r| r.concurrency.as_ref()))),
         retry: Retry::build(&p.retry, prev.map(|r| &r.retry)),
         metrics: metrics.for_route(&p.id, breaker.is_some()),
+        budget_ms: HeaderText::from_u64(
+            u64::try_from(p.timeouts.per_try.0.as_millis()).unwrap_or(u64::MAX),
+        ),
         breaker,
         policy: p.clone(),
         upstream,

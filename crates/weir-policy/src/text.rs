@@ -41,9 +41,51 @@ impl HeaderText {
         const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
         match SMALL.get(n as usize) {
             Some(s) => HeaderText::from_static(s),
-            None => HeaderText::from(n.to_string()),
+            None => HeaderText::from_u64(u64::from(n)),
         }
     }
+
+    /// `n` in decimal, in a buffer of the exact size, without the formatting machinery
+    /// (`x-weir-budget-ms` is written per attempt; `to_string` of the `u128` that
+    /// `Duration::as_millis` returns cost several hundred instructions).
+    pub(crate) fn from_u64(n: u64) -> HeaderText {
+        let mut s = String::with_capacity(dec_len(n));
+        push_u64(&mut s, n);
+        HeaderText::from(s)
+    }
+
+    /// ASCII text in one shared allocation: the value and its reference count live in one
+    /// block, so the first clone allocates nothing (a `Bytes` made from a `String` allocates
+    /// its shared header on the first clone). For values cloned on the request path, like
+    /// the request id (sent upstream and downstream). `text` must be ASCII; anything else
+    /// becomes an empty value (never the case for the callers: hex digits).
+    pub(crate) fn from_ascii<const N: usize>(text: [u8; N]) -> HeaderText {
+        if !text.is_ascii() {
+            return HeaderText::default();
+        }
+        HeaderText(Bytes::from_owner(text))
+    }
+}
+
+/// The number of decimal digits of `n`.
+pub(crate) fn dec_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+}
+
+/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
+pub(crate) fn push_u64(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    s.push_str(core::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 impl From<String> for HeaderText {
@@ -122,5 +164,16 @@ mod tests {
         for n in [0u32, 1, 9, 10, 12345] {
             assert_eq!(HeaderText::from_count(n), n.to_string().as_str());
         }
+        for n in [0u64, 7, 10, 99, 1000, 29_999, 123_456_789, u64::MAX] {
+            assert_eq!(HeaderText::from_u64(n), n.to_string().as_str());
+            let mut s = String::from("x");
+            super::push_u64(&mut s, n);
+            assert_eq!(s, format!("x{n}"));
+            assert_eq!(super::dec_len(n), n.to_string().len());
+        }
+        let id = HeaderText::from_ascii(*b"0123abcd");
+        assert_eq!(id, "0123abcd");
+        assert_eq!(id.clone().into_bytes().as_ref(), b"0123abcd");
+        assert_eq!(HeaderText::from_ascii([0xffu8, b'a']), "");
     }
 }

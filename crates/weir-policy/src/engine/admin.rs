@@ -206,7 +206,7 @@ fn reject_malformed(
     let rid = request_id
         .and_then(|r| acceptable_request_id(r.as_bytes()))
         .map(str::to_string)
-        .unwrap_or_else(|| shared.new_request_id());
+        .unwrap_or_else(|| shared.new_request_id().into());
     let instance = &live.set.server.instance;
     let status = outcome.status();
     shared.metrics.count_request("-", outcome);

@@ -5,10 +5,11 @@
 use super::bypass::{Bypass, OnFailure, Params};
 use super::layer::{Mode, OnStoreError, RateLimitPolicy, Scope};
 use super::local::{KeyedLimiter, keyed_limiter};
+use crate::descriptor::DescriptorError;
 use crate::metrics::RouteMetrics;
 use crate::outcome::Outcome;
 use crate::store::{GlobalStore, StoreError, StoreRequest, store_key};
-use crate::text::HeaderText;
+use crate::text::{HeaderText, dec_len, push_u64};
 use crate::timer::{Either, Timer, select};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,9 @@ pub(crate) struct RateLimiter {
     local: Option<Arc<LocalTable>>,
     /// `"ROUTE";q=Q;w=W`, prepared once.
     policy_header: HeaderText,
+    /// The key's digest when it does not depend on the request
+    /// ([`descriptor::fixed_digest`](crate::descriptor::fixed_digest)).
+    pub(crate) fixed_digest: Option<Result<u128, DescriptorError>>,
     /// Global routes that fail open: the outage and episode tracker (kept across reloads).
     pub(crate) bypass: Option<Arc<Bypass>>,
 }
@@ -58,6 +62,7 @@ impl RateLimiter {
         RateLimiter {
             local,
             bypass,
+            fixed_digest: crate::descriptor::fixed_digest(p, id),
             policy_header: HeaderText::from(format!("\"{id}\";q={q};w={w}")),
         }
     }
@@ -241,39 +246,4 @@ fn ratelimit_field(id: &str, d: &Decision, t: u64) -> HeaderText {
     v.push_str(";t=");
     push_u64(&mut v, t);
     HeaderText::from(v)
-}
-
-/// The number of decimal digits of `n`.
-fn dec_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |l| l as usize + 1)
-}
-
-/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
-fn push_u64(s: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &b in &buf[i..] {
-        s.push(char::from(b));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn push_u64_matches_display() {
-        for n in [0u64, 7, 10, 99, 1000, 123_456_789, u64::MAX] {
-            let mut s = String::from("x");
-            super::push_u64(&mut s, n);
-            assert_eq!(s, format!("x{n}"));
-            assert_eq!(super::dec_len(n), n.to_string().len());
-        }
-    }
 }
