@@ -22,7 +22,7 @@ use crate::ratelimit::service::{Checked, Store};
 use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
 use crate::retry::service::RetryState;
 use crate::runtime::{Live, RouteRuntime, Shared};
-use crate::text::HeaderText;
+use crate::text::{HeaderText, decimal};
 use crate::timer::Timer;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -542,7 +542,7 @@ impl Flow {
                 self.merge_quota_headers();
                 let mut r = self.reject_with(Outcome::QuotaExhausted, &[("retry_after", t.into())]);
                 if !self.bare() {
-                    r.headers.push(("retry-after", t.to_string()));
+                    r.headers.push(("retry-after", decimal(t)));
                 }
                 Err(r)
             }
@@ -636,7 +636,7 @@ impl Flow {
             Some((o, Some(t))) => {
                 let mut r = self.reject_with(o, &[("retry_after", t.into())]);
                 if !self.bare() {
-                    r.headers.push(("retry-after", t.to_string()));
+                    r.headers.push(("retry-after", decimal(t)));
                 }
                 Err(r)
             }
@@ -858,7 +858,7 @@ impl Flow {
         let mut r = failed;
         if self.evidence() && !self.bare() {
             r.headers
-                .push(("x-weir-attempts", self.attempt.number.to_string()));
+                .push(("x-weir-attempts", decimal(self.attempt.number.into())));
         }
         Next::Respond(r)
     }

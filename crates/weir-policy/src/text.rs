@@ -49,9 +49,7 @@ impl HeaderText {
     /// (`x-weir-budget-ms` is written per attempt; `to_string` of the `u128` that
     /// `Duration::as_millis` returns cost several hundred instructions).
     pub(crate) fn from_u64(n: u64) -> HeaderText {
-        let mut s = String::with_capacity(dec_len(n));
-        push_u64(&mut s, n);
-        HeaderText::from(s)
+        HeaderText::from(decimal(n))
     }
 
     /// ASCII text in one shared allocation: the value and its reference count live in one
@@ -65,6 +63,14 @@ impl HeaderText {
         }
         HeaderText(Bytes::from_owner(text))
     }
+}
+
+/// `n` in decimal, in a `String` of the exact size ([`push_u64`]): for header values the
+/// gateway writes per response (`retry-after`, `x-weir-attempts`).
+pub(crate) fn decimal(n: u64) -> String {
+    let mut s = String::with_capacity(dec_len(n));
+    push_u64(&mut s, n);
+    s
 }
 
 /// The number of decimal digits of `n`.
@@ -166,6 +172,7 @@ mod tests {
         }
         for n in [0u64, 7, 10, 99, 1000, 29_999, 123_456_789, u64::MAX] {
             assert_eq!(HeaderText::from_u64(n), n.to_string().as_str());
+            assert_eq!(super::decimal(n), n.to_string());
             let mut s = String::from("x");
             super::push_u64(&mut s, n);
             assert_eq!(s, format!("x{n}"));
