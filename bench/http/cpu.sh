@@ -11,6 +11,7 @@
 #               on a fixed schedule over 32 connections per worker and measures each latency
 #               from the request's *intended* send time, so a stall is not hidden by the
 #               client waiting for it (no coordinated omission).
+#   PACED=BIN   another build of the paced client (to compare clients on the same servers).
 #   OPS=1       one more counted run per server and path: io_uring submissions, completions,
 #               poll arms, task-work items and io_uring_enter calls per request for
 #               weir-gateway; recv/send/writev/readv/epoll_wait/... calls per request for nginx
@@ -42,7 +43,7 @@ bench_init cpu wrk:wrk nginx:nginx-light
 
 (cd "$ROOT" && cargo build --release -q -p weir-gateway --bin weir-gateway --example paced)
 GATEWAY="$ROOT/target/release/weir-gateway"
-PACED="$ROOT/target/release/examples/paced"
+PACED=${PACED:-"$ROOT/target/release/examples/paced"}
 export WEIR_WORKERS=$WORKERS
 
 UP=$(free_port)
@@ -124,7 +125,7 @@ paced() { # $1 path
             "${ON_LOAD[@]}" wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
             out=$("${ON_LOAD[@]}" "$PACED" "127.0.0.1:$PORT" "$RATE" "${DUR%s}" "$WRK_C")
             stop "$PID"
-            printf '%-6s round %d %-8s paced %s req/s: p99 p50 p99.9 max ms, done, errors: %s\n' "$path" "$r" "$who" "$RATE" "$out"
+            printf '%-6s round %d %-8s paced %s req/s: p99 p50 p99.9 max ms, done, errors, client lateness p99 ms: %s\n' "$path" "$r" "$who" "$RATE" "$out"
             echo "paced $path $who $r $out" >>"$RESULTS"
         done
     done

@@ -8,6 +8,8 @@
 #   bench/http/pingora.sh [ROUNDS] [DURATION]        (defaults: 3 rounds of 5s)
 #   PIN=1 bench/http/pingora.sh ...                  servers on CPU 0, wrk and the upstream
 #                                                    on CPU 1 (see lib.sh, PIN)
+#   ONLY="plain-hdr pingora" bench/http/pingora.sh    only these servers, proxy path only (more
+#                                                    rounds of one pair in the same time)
 #
 # Same method as bench/http/run.sh: a fast upstream (a separate nginx answering 200 "ok" from
 # memory, 1 worker); proxy path = a token bucket that never rejects (nginx: limit_req with a
@@ -93,8 +95,13 @@ run_path() { # $1 path, $2.. servers
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) cpus; uptime before: $(uptime)"
 echo "# nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), wrk -t1 -c32 -d$DUR, $ROUNDS rounds, 1 worker each, PIN=${PIN:-0}"
-run_path proxy plain plain-hdr pingora pingora-lean gateway nginx
-run_path reject pingora pingora-lean gateway nginx
+if [ -n "${ONLY:-}" ]; then
+    # shellcheck disable=SC2086 # a list of server names
+    run_path proxy $ONLY
+else
+    run_path proxy plain plain-hdr pingora pingora-lean gateway nginx
+    run_path reject pingora pingora-lean gateway nginx
+fi
 echo "# uptime after: $(uptime)"
 
 python3 - "$RESULTS" <<'EOF'
@@ -111,7 +118,7 @@ for path in ("proxy", "reject"):
         if rs:
             med[who] = [statistics.median(float(r[i]) for r in rs) for i in (2, 3, 4, 5, 7, 8)]
     for who, (rps, p50, p99, cpu, us, ss) in med.items():
-        ratio = f"{rps / med['pingora'][0]:.2f}x"
+        ratio = f"{rps / med['pingora'][0]:.2f}x" if 'pingora' in med else '-'
         print(f"| {path} | {who} | {rps:.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {us:.1f} | {ss:.1f} | {ratio} |")
     # Per-round CPU-per-request ratios (the servers of a round run back to back).
     for weir, base in (("pingora", "plain-hdr"), ("pingora-lean", "plain"), ("pingora", "plain")):

@@ -68,7 +68,7 @@ impl RedisCluster {
             eprintln!("{test}: SKIPPED: redis-cli is not installed (it builds the cluster)");
             return None;
         }
-        let dir = scratch_dir();
+        let dir = scratch_dir().keep();
         let mut c = RedisCluster {
             nodes: Vec::new(),
             dir,

@@ -1,7 +1,6 @@
 //! Starting, signalling and stopping a frontend process.
 
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use core::time::Duration;
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -13,8 +12,6 @@ use std::thread;
 use std::time::Instant;
 
 use crate::client::{Client, Resp};
-
-static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// Ports [`free_port`] has handed out in this test process.
 static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
@@ -61,15 +58,13 @@ pub fn dead_addr() -> SocketAddr {
     addr
 }
 
-/// A per-test scratch directory.
-pub fn scratch_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "weir-e2e-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).expect("scratch dir");
-    d
+/// A per-test scratch directory (`weir-e2e-*` in the temp dir), removed with everything in
+/// it when the guard is dropped: keep the guard alive as long as a process uses the directory.
+pub fn scratch_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("weir-e2e-")
+        .tempdir()
+        .expect("scratch dir")
 }
 
 /// A running frontend process with its config file; killed on drop.
@@ -92,7 +87,8 @@ pub const START_ATTEMPTS: usize = 5;
 
 /// `config` written to `gateway.toml` in a fresh scratch directory.
 fn write_config(config: &str) -> PathBuf {
-    let path = scratch_dir().join("gateway.toml");
+    // The gateway removes the directory when it is dropped (unless a retry keeps it).
+    let path = scratch_dir().keep().join("gateway.toml");
     std::fs::write(&path, config).expect("write config");
     path
 }

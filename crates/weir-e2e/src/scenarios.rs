@@ -1004,7 +1004,7 @@ pub fn empty_key_403_and_key_too_long_400(bin: &Path) {
 /// within a second; never the Authorization header, cookies, the raw key or the query string.
 pub fn access_log_fields_and_redaction(bin: &Path) {
     let dir = crate::harness::scratch_dir();
-    let log_path = dir.join("access.log");
+    let log_path = dir.path().join("access.log");
     let routes = format!(
         "{}[routes.rate_limit]\nalgorithm = \"token_bucket\"\nrate = 100\nper = \"1s\"\nburst = 100\nkey = [\"route\", \"header:x-consumer-id\"]\n\n[log]\naccess = {:?}\n",
         route("ok", "/ok", "blue"),
@@ -1065,7 +1065,6 @@ pub fn access_log_fields_and_redaction(bin: &Path) {
     );
     assert!(!text.contains("token="), "query string leaked: {text}");
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A reload that leaves a route's limit unchanged keeps its state: an exhausted bucket
@@ -1636,7 +1635,7 @@ fn jwt_identity() -> &'static str {
 /// 403 with their `WWW-Authenticate` consume nothing; no credential in any output.
 pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path) {
     let dir = crate::harness::scratch_dir();
-    let log_path = dir.join("access.log");
+    let log_path = dir.path().join("access.log");
     let blue = demo("blue");
     let routes = format!(
         "{}{}[routes.auth]\nidentity = \"users\"\nscopes = [\"read\"]\n\n\
@@ -1757,7 +1756,6 @@ pub fn auth_limits_by_verified_consumer_and_failures_consume_nothing(bin: &Path)
         }
     }
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Admin access (docs/HTTP.md, "Admin API"): with `admin_token_env`, everything but
@@ -1820,7 +1818,7 @@ pub fn admin_token_required_read_only_and_sighup_reload(bin: &Path) {
 /// fails naming the key, and so does start-up.
 pub fn non_loopback_admin_without_token_refused(bin: &Path) {
     let dir = crate::harness::scratch_dir();
-    let path = dir.join("open-admin.toml");
+    let path = dir.path().join("open-admin.toml");
     let port = crate::harness::free_port();
     let text = config_with(
         &[("blue", dead_addr())],
@@ -1846,7 +1844,6 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
             "{args:?}: {err}"
         );
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 pub use crate::scenarios_cluster::*;

@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread;
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ pub fn quota_exhausted_duplicates_free_adjust_raises(bin: &Path) {
     let blue = demo("blue");
     let dir = scratch_dir();
     let routes = quota_routes(
-        &dir,
+        dir.path(),
         "1s",
         "limit = 2\nperiod = \"month\"\nkey = [\"header:x-consumer\"]\nevent_id = \"header:x-event\"",
         "",
@@ -153,7 +153,7 @@ pub fn quota_later_gate_rejection_free_retries_once_reload_keeps(bin: &Path) {
     let dir = scratch_dir();
     let retry = "[routes.retry]\nmax_attempts = 3\non = [\"503\"]\nmethods = [\"GET\"]\n";
     let routes = quota_routes(
-        &dir,
+        dir.path(),
         "always",
         "limit = 3\nperiod = \"day\"\nkey = [\"header:x-consumer\"]\nheaders = false",
         &format!("{}{retry}", token_bucket(2, "60s", 2, "")),
@@ -183,7 +183,7 @@ pub fn quota_later_gate_rejection_free_retries_once_reload_keeps(bin: &Path) {
     let reloaded = format!(
         "{flaky}{}",
         quota_routes(
-            &dir,
+            dir.path(),
             "always",
             "limit = 3\nperiod = \"day\"\nkey = [\"header:x-consumer\"]",
             retry
@@ -205,7 +205,7 @@ pub fn quota_later_gate_rejection_free_retries_once_reload_keeps(bin: &Path) {
     let retried = format!(
         "{}[routes.quota]\nlimit = 5\nperiod = \"day\"\nkey = [\"header:x-consumer\"]\n\n[quota]\ndir = \"{}\"\n",
         flaky,
-        dir.display()
+        dir.path().display()
     );
     let gw = Gateway::start(bin, &config(&ups, &retried));
     let k = format!("idempotency-key: {}", unique("k"));
@@ -277,9 +277,9 @@ pub fn quota_survives_kill_9_under_load(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
     for sync in ["always", "1s"] {
-        let dir: PathBuf = scratch_dir();
+        let dir = scratch_dir();
         let routes = quota_routes(
-            &dir,
+            dir.path(),
             sync,
             "limit = 100000000\nperiod = \"day\"\nkey = [\"header:x-consumer\"]",
             "",
@@ -339,9 +339,10 @@ pub fn quota_global_exact_across_instances_bypass_written_back_once(bin: &Path) 
         );
         config(&[("blue", blue.addr())], &format!("{store}{routes}"))
     };
+    let (dir_a, dir_b) = (scratch_dir(), scratch_dir());
     let (a, b) = (
-        Gateway::start(bin, &cfg(&scratch_dir())),
-        Gateway::start(bin, &cfg(&scratch_dir())),
+        Gateway::start(bin, &cfg(dir_a.path())),
+        Gateway::start(bin, &cfg(dir_b.path())),
     );
     let who = unique("acme");
     let c = format!("x-consumer: {who}");

@@ -56,7 +56,7 @@ pub fn rollback_restores_a_revision_and_keeps_state(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
     let dir = crate::harness::scratch_dir();
-    let keys = dir.join("keys.toml");
+    let keys = dir.path().join("keys.toml");
     let good_keys = format!(
         "[[keys]]\nconsumer = \"a\"\nsha256 = \"{}\"\n",
         sha256_hex("k")
@@ -142,7 +142,6 @@ pub fn rollback_restores_a_revision_and_keeps_state(bin: &Path) {
     assert_eq!(r.status, 405, "read-only: {r:?}");
     let r = ro.admin_body("POST", "/admin/rollback", &[], "{\"revision\": 1}");
     assert_eq!(r.status, 401, "no token: {r:?}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// `BIN simulate --config CFG --trace TRACE EXTRA...`.
@@ -173,7 +172,7 @@ fn statuses(out: &str) -> Vec<u64> {
 pub fn simulate_agrees_with_the_gateway_on_admissions(bin: &Path) {
     let blue = demo("blue");
     let dir = crate::harness::scratch_dir();
-    let log = dir.join("access.log");
+    let log = dir.path().join("access.log");
     // Burst 1, one per 500 ms; requests every 200 ms: every decision is 100 ms away from
     // its boundary, far more than the pacing's jitter.
     let routes = format!(
@@ -207,9 +206,9 @@ pub fn simulate_agrees_with_the_gateway_on_admissions(bin: &Path) {
         thread::sleep(Duration::from_millis(50));
     }
     let cfg = gw.config_path.display().to_string();
-    let trace_path = dir.join("trace.jsonl");
+    let trace_path = dir.path().join("trace.jsonl");
     std::fs::write(&trace_path, &trace).unwrap();
-    let out = |name: &str| dir.join(name).display().to_string();
+    let out = |name: &str| dir.path().join(name).display().to_string();
     for (input, o) in [(&trace_path, out("a.jsonl")), (&log, out("log.jsonl"))] {
         let r = simulate(bin, &cfg, input, &["--seed", "7", "--out", &o]);
         let err = String::from_utf8_lossy(&r.stderr);
@@ -247,8 +246,8 @@ pub fn simulate_agrees_with_the_gateway_on_admissions(bin: &Path) {
     ];
     assert_eq!(keys, want, "{line}");
     // Errors name the file and line; exit 1.
-    let bad = dir.join("bad.jsonl");
-    let bad_cfg = dir.join("bad.toml");
+    let bad = dir.path().join("bad.jsonl");
+    let bad_cfg = dir.path().join("bad.toml");
     std::fs::write(&bad_cfg, "[server]\nlisten = 42\n").unwrap();
     let bad_cfg = bad_cfg.display().to_string();
     for (config, text, extra, want) in [
@@ -284,5 +283,4 @@ pub fn simulate_agrees_with_the_gateway_on_admissions(bin: &Path) {
         assert_eq!(r.status.code(), Some(1), "{err}");
         assert!(err.contains(want), "{want}: {err}");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }

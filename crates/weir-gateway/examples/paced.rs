@@ -7,19 +7,28 @@
 //! `GET /`) when it is due or, if that connection is still waiting for an earlier response,
 //! as soon as it is free. Its latency is measured from the time it was *due*, so a stall of
 //! the server counts against every request that should have been sent during it. Prints one
-//! line: `p99 p50 p99.9 max` (milliseconds), requests completed, errors.
+//! line: `p99 p50 p99.9 max` (milliseconds), requests completed, errors, and the p99 of the
+//! client's own lateness (how long after its due time a request was actually written, in
+//! milliseconds: the floor under every latency figure of the line).
+//!
+//! Each connection is a thread with a blocking socket that sleeps until its next request is
+//! due. An async runtime's timer would quantise the send times to its tick (monoio's wheel
+//! counts whole milliseconds, which put up to 1 ms of the client's own delay into every
+//! latency); `thread::sleep` wakes within the kernel's timer slack (tens of microseconds).
 
-use std::cell::RefCell;
-use std::net::SocketAddr;
-use std::rc::Rc;
-use std::time::Duration;
-
-use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
-use monoio::time::Instant;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nhost: bench\r\nuser-agent: paced\r\n\r\n";
+
+/// What one connection measured: latencies and send lateness in microseconds, errors.
+#[derive(Default)]
+struct Tally {
+    latency: Vec<u64>,
+    late: Vec<u64>,
+    errors: usize,
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -32,67 +41,78 @@ fn main() {
     let secs: f64 = secs.parse().expect("SECONDS");
     let conns: usize = conns.parse().expect("CONNECTIONS");
     let total = (rate * secs) as usize;
-    let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-        .enable_timer()
-        .build()
-        .expect("runtime");
-    let lat = Rc::new(RefCell::new(Vec::<u64>::with_capacity(total)));
-    let errors = Rc::new(RefCell::new(0usize));
-    rt.block_on(async {
-        let start = Instant::now() + Duration::from_millis(50);
-        let mut tasks = Vec::new();
-        for c in 0..conns {
-            let (lat, errors) = (lat.clone(), errors.clone());
-            tasks.push(monoio::spawn(async move {
-                let Ok(mut s) = TcpStream::connect_addr(addr).await else {
-                    *errors.borrow_mut() += 1;
-                    return;
-                };
-                let _ = s.set_nodelay(true);
-                let mut buf = Vec::with_capacity(4096);
-                let mut k = c;
-                while k < total {
-                    let due = start + Duration::from_secs_f64(k as f64 / rate);
-                    if Instant::now() < due {
-                        monoio::time::sleep_until(due).await;
-                    }
-                    if !exchange(&mut s, &mut buf).await {
-                        *errors.borrow_mut() += 1;
-                        return;
-                    }
-                    lat.borrow_mut().push(due.elapsed().as_micros() as u64);
-                    k += conns;
-                }
-            }));
-        }
-        for t in tasks {
-            t.await;
-        }
-    });
-    let mut l = lat.take();
+    let start = Instant::now() + Duration::from_millis(50);
+    let threads: Vec<_> = (0..conns)
+        .map(|c| std::thread::spawn(move || connection(addr, c, conns, total, rate, start)))
+        .collect();
+    let mut all = Tally::default();
+    for t in threads {
+        let t = t.join().expect("connection thread");
+        all.latency.extend(t.latency);
+        all.late.extend(t.late);
+        all.errors += t.errors;
+    }
+    let (mut l, mut late) = (all.latency, all.late);
     l.sort_unstable();
-    let q = |p: f64| {
-        l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+    late.sort_unstable();
+    let q = |v: &[u64], p: f64| {
+        v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
             .map_or(f64::NAN, |&us| us as f64 / 1000.0)
     };
     println!(
-        "{:.3} {:.3} {:.3} {:.3} {} {}",
-        q(0.99),
-        q(0.50),
-        q(0.999),
+        "{:.3} {:.3} {:.3} {:.3} {} {} {:.3}",
+        q(&l, 0.99),
+        q(&l, 0.50),
+        q(&l, 0.999),
         l.last().map_or(f64::NAN, |&us| us as f64 / 1000.0),
         l.len(),
-        errors.take()
+        all.errors,
+        q(&late, 0.99),
     );
 }
 
+/// Connection `c`: requests `c`, `c + conns`, ... each at its due time.
+fn connection(
+    addr: SocketAddr,
+    c: usize,
+    conns: usize,
+    total: usize,
+    rate: f64,
+    start: Instant,
+) -> Tally {
+    let mut tally = Tally::default();
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        tally.errors += 1;
+        return tally;
+    };
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut buf = Vec::with_capacity(4096);
+    let mut k = c;
+    while k < total {
+        let due = start + Duration::from_secs_f64(k as f64 / rate);
+        let now = Instant::now();
+        if now < due {
+            std::thread::sleep(due - now);
+        }
+        tally.late.push(due.elapsed().as_micros() as u64);
+        if !exchange(&mut s, &mut buf) {
+            tally.errors += 1;
+            return tally;
+        }
+        tally.latency.push(due.elapsed().as_micros() as u64);
+        k += conns;
+    }
+    tally
+}
+
 /// Sends one request and reads its whole response (content-length framed). False on error.
-async fn exchange(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
-    let (r, _) = s.write_all(REQUEST).await;
-    if r.is_err() {
+fn exchange(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    if s.write_all(REQUEST).is_err() {
         return false;
     }
     buf.clear();
+    let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = find(buf, b"\r\n\r\n") {
             let len = content_length(&buf[..end]).unwrap_or(0);
@@ -100,17 +120,9 @@ async fn exchange(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
                 return true;
             }
         }
-        let spare = core::mem::take(buf);
-        let (len, cap) = (spare.len(), spare.capacity());
-        let (r, b) = s.read(spare.slice_mut(len..cap)).await;
-        *buf = b.into_inner();
-        match r {
+        match s.read(&mut chunk) {
             Ok(0) | Err(_) => return false,
-            Ok(_) => {
-                if buf.capacity() - buf.len() < 1024 {
-                    buf.reserve(4096);
-                }
-            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
 }

@@ -27,7 +27,7 @@ fn check_accepts_the_example_and_names_file_line_key_on_errors() {
     assert!(text.contains("flaky") && text.contains("slow"), "{text}");
 
     let dir = weir_e2e::harness::scratch_dir();
-    let bad = dir.join("bad.toml");
+    let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[server]\nlisten = \"127.0.0.1:1\"\n\n[[upstreams]]\nname = \"a\"\nendpoints = [\"127.0.0.1:1\"]\nconnect_timeout_ms = \"soon\"\n").unwrap();
     let out = Command::new(BIN)
         .arg("--check")
@@ -41,7 +41,6 @@ fn check_accepts_the_example_and_names_file_line_key_on_errors() {
         err.contains("bad.toml") && err.contains(":7") && err.contains("connect_timeout_ms"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -160,7 +160,7 @@ fn sigterm_stops_a_gateway_whose_stderr_is_closed() {
         "[[routes]]\nid = \"all\"\nmatch = { path_prefix = \"/\" }\nupstream = \"echo\"\n",
     );
     let dir = weir_e2e::harness::scratch_dir();
-    let path = dir.join("gateway.toml");
+    let path = dir.path().join("gateway.toml");
     std::fs::write(&path, cfg).expect("write config");
     let addr = SocketAddr::from(([127, 0, 0, 1], weir_e2e::harness::free_port()));
     let mut child = Command::new(BIN)
@@ -194,7 +194,6 @@ fn sigterm_stops_a_gateway_whose_stderr_is_closed() {
         thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "exit status {status}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The mechanism underneath: a task parked on a ring with the workers' flags (and no timer

@@ -85,7 +85,7 @@ fn sigterm_drains_and_exits_0() {
 #[test]
 fn check_validates_the_config() {
     let dir = weir_e2e::harness::scratch_dir();
-    let good = dir.join("good.toml");
+    let good = dir.path().join("good.toml");
     std::fs::write(&good, weir_cli::demo::EXAMPLE).unwrap();
     let out = std::process::Command::new(bin())
         .args(["--check", "--config"])
@@ -96,7 +96,7 @@ fn check_validates_the_config() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("flaky") && text.contains("orders"), "{text}");
 
-    let bad = dir.join("bad.toml");
+    let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
         weir_cli::demo::EXAMPLE.replace("burst = 2", "burst = 0"),
@@ -110,7 +110,6 @@ fn check_validates_the_config() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml") && err.contains("burst"), "{err}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A taken listen or admin port is an immediate error (exit 1, the address in the message),
@@ -118,7 +117,7 @@ fn check_validates_the_config() {
 #[test]
 fn taken_port_is_an_immediate_error() {
     let dir = weir_e2e::harness::scratch_dir();
-    let config = dir.join("gateway.toml");
+    let config = dir.path().join("gateway.toml");
     std::fs::write(&config, weir_cli::demo::EXAMPLE).unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
@@ -156,7 +155,6 @@ fn taken_port_is_an_immediate_error() {
         );
     }
     drop(taken);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Pingora applies the per-try timeout to every upstream read: a body whose chunks come

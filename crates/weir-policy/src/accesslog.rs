@@ -186,10 +186,11 @@ mod tests {
 
     #[test]
     fn file_sink_writes_and_flushes() {
-        let dir = std::env::temp_dir().join(format!("weir-log-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let p = dir.join("a.log");
-        let _ = std::fs::remove_file(&p);
+        let dir = tempfile::Builder::new()
+            .prefix("weir-log-")
+            .tempdir()
+            .unwrap();
+        let p = dir.path().join("a.log");
         let log = AccessLog::start(&AccessLogTarget::File(p.clone())).unwrap();
         let rec = Record {
             ts: now_rfc3339(),

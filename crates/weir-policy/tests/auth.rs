@@ -103,7 +103,7 @@ fn reason(r: &GatewayResponse) -> (u16, &str) {
 
 #[test]
 fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer() {
-    let (dir, log) = common::scratch_log("auth-e");
+    let (_dir, log) = common::scratch_log("auth-e");
     let e = engine(&log.display().to_string(), "");
     let alice = format!("Bearer {}", token("alice", "read"));
     let bob = format!("Bearer {}", token("bob", "read write"));
@@ -202,13 +202,12 @@ fn auth_first_failures_consume_nothing_and_limits_follow_the_verified_consumer()
             assert!(!out.contains(secret), "{secret} in output");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
     let (dir, _) = common::scratch_log("auth-r");
-    let keys = dir.join("keys.toml");
+    let keys = dir.path().join("keys.toml");
     let digest = |k: &str| {
         use std::fmt::Write;
         let d = <sha2::Sha256 as sha2::Digest>::digest(k.as_bytes());
@@ -228,7 +227,7 @@ fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
         .unwrap()
     };
     write("team-a", "old-key");
-    let cfg = dir.join("gw.toml");
+    let cfg = dir.path().join("gw.toml");
     let text = ConfigText::new()
         .log("off")
         .api_keys("keys", "keys.toml")
@@ -257,7 +256,6 @@ fn reload_re_reads_key_files_and_a_bad_file_keeps_the_old_keys() {
     assert!(call(&e, "/", &[("x-api-key", "new-key")]).is_ok());
     let r = call(&e, "/", &[("x-api-key", "old-key")]).unwrap_err();
     assert_eq!(reason(&r), (401, "invalid_api_key"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -587,7 +587,7 @@ fn metrics_expose_every_family_at_start_up() {
 #[test]
 fn admin_api() {
     let (dir, _) = common::scratch_log("admin");
-    let path = dir.join("gateway.toml");
+    let path = dir.path().join("gateway.toml");
     std::fs::write(&path, cfg(&flaky())).unwrap();
     let e = Engine::load(&path).unwrap();
     assert_eq!(e.admin("GET", "/healthz").status, 200);
@@ -626,7 +626,7 @@ fn admin_api() {
 
 #[test]
 fn access_log_records_the_decision() {
-    let (_, log) = common::scratch_log("log-sc");
+    let (_dir, log) = common::scratch_log("log-sc");
     let text = cfg(&format!("{}{}", flaky(), keyed())).replace(
         "access = \"off\"",
         &format!("access = {:?}", log.display().to_string()),

@@ -7,21 +7,22 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
+use tempfile::TempDir;
 
 use common::{Server, SleepTimer, block_on, free_port};
 use weir_policy::config::writer::ConfigText;
 use weir_policy::{Admission, Engine, QuotaKeys, QuotaOp, QuotaRequest, QuotaStatus, RequestInfo};
 use weir_redis::{RedisSettings, RedisStore};
 
-/// A fresh directory for one engine's local ledger (the bypass journal).
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("weir-redis-quota-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one engine's local ledger (the bypass journal), removed when the
+/// guard is dropped.
+fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("weir-redis-quota-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn store(port: u16) -> RedisStore {
@@ -209,8 +210,9 @@ fn used(e: &Engine, key: &str) -> (u64, u64) {
 #[test]
 fn one_global_quota_across_two_instances_duplicates_free() {
     let Some(srv) = Server::start() else { return };
-    let a = engine(srv.port, &temp_dir("a"), "deny", false);
-    let b = engine(srv.port, &temp_dir("b"), "deny", false);
+    let (dir_a, dir_b) = (temp_dir("a"), temp_dir("b"));
+    let a = engine(srv.port, dir_a.path(), "deny", false);
+    let b = engine(srv.port, dir_b.path(), "deny", false);
     let mut admitted = 0;
     for i in 0..10 {
         let e = if i % 2 == 0 { &a } else { &b };
@@ -269,7 +271,8 @@ fn one_global_quota_across_two_instances_duplicates_free() {
 #[test]
 fn a_later_gate_rejection_consumes_nothing() {
     let Some(srv) = Server::start() else { return };
-    let e = engine(srv.port, &temp_dir("later"), "deny", true);
+    let dir = temp_dir("later");
+    let e = engine(srv.port, dir.path(), "deny", true);
     assert_eq!(send(&e, "acme", None).0, 0);
     // The rate limit (1 per minute) refuses the next ones: the quota gives them back.
     assert_eq!(send(&e, "acme", None).0, 429);
@@ -287,13 +290,14 @@ fn outage_allow_passes_as_bypass_and_writes_back_once() {
     drop(probe);
     let port = free_port();
     let dir = temp_dir("outage");
-    let closed = engine(port, &temp_dir("outage-deny"), "deny", false);
+    let closed_dir = temp_dir("outage-deny");
+    let closed = engine(port, closed_dir.path(), "deny", false);
     assert_eq!(
         send(&closed, "acme", None).0,
         503,
         "deny: 503 while the store is down"
     );
-    let e = engine(port, &dir, "allow", false);
+    let e = engine(port, dir.path(), "allow", false);
     // Store down: three requests pass as bypassed (one repeating an event id: one event).
     for id in [Some("b-1"), Some("b-1"), None, None] {
         let (st, h) = send(&e, "acme", id);
@@ -303,7 +307,7 @@ fn outage_allow_passes_as_bypass_and_writes_back_once() {
                 .any(|(k, v)| *k == "x-weir-ratelimit" && v == "bypassed")
         );
     }
-    let local = std::fs::read_dir(dir.join("q")).unwrap().count();
+    let local = std::fs::read_dir(dir.path().join("q")).unwrap().count();
     assert_eq!(local, 1, "the bypass events are in the local ledger");
     // Redis comes back: the next request writes the 3 bypass events back, then consumes.
     let srv = Server::start_on(port).expect("redis-server on its port");
@@ -323,7 +327,7 @@ fn outage_allow_passes_as_bypass_and_writes_back_once() {
     // A restarted instance re-reads its journal and sends the bypass events again: the
     // store recognises their ids, nothing is counted twice.
     drop(e);
-    let again = engine(port, &dir, "allow", false);
+    let again = engine(port, dir.path(), "allow", false);
     assert_eq!(
         send(&again, "acme", Some("after")).0,
         0,

@@ -2,12 +2,15 @@
 
 use std::path::PathBuf;
 
-/// A fresh directory for one test (named by `tag` and this process) and, in it, the path
-/// of an access log that does not exist yet.
-pub(crate) fn scratch_log(tag: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("weir-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("access.log");
-    let _ = std::fs::remove_file(&log);
+use tempfile::TempDir;
+
+/// A fresh directory for one test (`weir-TAG-*` in the temp dir, removed when the guard is
+/// dropped) and, in it, the path of an access log that does not exist yet.
+pub(crate) fn scratch_log(tag: &str) -> (TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("weir-{tag}-"))
+        .tempdir()
+        .unwrap();
+    let log = dir.path().join("access.log");
     (dir, log)
 }
