@@ -14,9 +14,12 @@
 //!   map and reconnects nodes. The engine passes keys like `weir:{route}:digest`: the hash
 //!   tag keeps every key of a route (and the sliding log's `:seq` companion) in one slot,
 //!   so each script's keys are on one node. Scripts are loaded per node on demand
-//!   (`EVALSHA`, then on `NOSCRIPT` a `SCRIPT LOAD` sent only to the key's master), so a
-//!   failed-over or flushed node learns them again and a dead node never blocks the
-//!   others. [`GlobalStore::shard`](weir_policy::GlobalStore::shard) reports the key's hash
+//!   (`EVALSHA`, then on `NOSCRIPT` one `EVAL` of the same call, routed by its key like
+//!   any command and so following `MOVED`; `EVAL` caches the script on the node that ran
+//!   it), so a failed-over or flushed node learns them again and a dead node never blocks
+//!   the others. A separate `SCRIPT LOAD` would go by the client's slot map, which is
+//!   stale right after a failover: it loaded the script on the demoted master while
+//!   `EVALSHA` was redirected to the promoted one. [`GlobalStore::shard`](weir_policy::GlobalStore::shard) reports the key's hash
 //!   slot ([`slot`]): the engine tracks outages per slot.
 //! * **Leases bound the cost of batching.** With `lease = p`, an instance takes up to `p`
 //!   tokens in one round trip and spends them locally; it never holds more than `p`
@@ -634,26 +637,6 @@ impl Conn {
             Conn::Cluster(c) => cmd.query_async(c).await,
         }
     }
-
-    /// `SCRIPT LOAD` where `key` lives: on a cluster, only the master of the key's slot
-    /// (the client would otherwise send it to every node, and one unreachable node would
-    /// fail the load for the slots that still answer).
-    async fn load(&mut self, code: &str, key: &str) -> redis::RedisResult<redis::Value> {
-        let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(code);
-        match self {
-            Conn::Single(c) => cmd.query_async(c).await,
-            Conn::Cluster(c) => {
-                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-                let route = Route::new(slot(key), SlotAddr::Master);
-                c.route_command(
-                    cmd,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await
-            }
-        }
-    }
 }
 
 /// The Redis Cluster hash slot of `key`: CRC16/XMODEM of its hash tag (the text between
@@ -707,37 +690,35 @@ fn client_thread(target: Target, mut rx: mpsc::UnboundedReceiver<Msg>, timeout: 
     });
 }
 
-/// `EVALSHA`; on `NOSCRIPT` (a fresh or failed-over node), `SCRIPT LOAD` on the node of
-/// the key and `EVALSHA` again — once more if a slot moved in between.
+/// `EVALSHA`; on `NOSCRIPT` (a fresh, flushed or failed-over node), the same call as
+/// `EVAL` with the script's text, which runs it and caches it on that node.
 async fn eval(
     c: &mut Conn,
     script: &redis::Script,
     code: &str,
     job: &Job,
 ) -> redis::RedisResult<redis::Value> {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash());
-    if job.script == LimitKind::SlidingLog {
-        cmd.arg(2).arg(&job.key).arg(format!("{}:seq", job.key));
-    } else {
-        cmd.arg(1).arg(&job.key);
-    }
-    for a in &job.args[..job.nargs] {
-        cmd.arg(*a);
-    }
-    let mut tries = 0;
-    loop {
-        match c.query(&cmd).await {
-            Err(e)
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                    && tries < 2 =>
-            {
-                tries += 1;
-                c.load(code, &job.key).await?;
-            }
-            r => return r,
+    let call = |verb: &str, body: &str| {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(body);
+        if job.script == LimitKind::SlidingLog {
+            cmd.arg(2).arg(&job.key).arg(format!("{}:seq", job.key));
+        } else {
+            cmd.arg(1).arg(&job.key);
         }
+        for a in &job.args[..job.nargs] {
+            cmd.arg(*a);
+        }
+        cmd
+    };
+    match c.query(&call("EVALSHA", script.get_hash())).await {
+        Err(e) if is_noscript(&e) => c.query(&call("EVAL", code)).await,
+        r => r,
     }
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 /// The shared connection, made on first use and again after a single server's
@@ -781,8 +762,6 @@ async fn redis_error(
     }
 }
 
-/// One quota script: `EVALSHA` with its keys and arguments, loading it on `NOSCRIPT` on
-/// the node of its first key (as [`eval`]).
 /// The store's client thread is gone (or never started): `what` says which way.
 fn client_gone(what: &'static str) -> StoreError {
     StoreError::new(StoreErrorKind::Unavailable, what)
@@ -802,6 +781,8 @@ async fn bounded<T>(
     }
 }
 
+/// One quota script: `EVALSHA` with its keys and arguments, `EVAL` on `NOSCRIPT` (as
+/// [`eval`]).
 async fn run_quota(
     target: &Target,
     conn: &tokio::sync::Mutex<Option<Conn>>,
@@ -810,28 +791,20 @@ async fn run_quota(
 ) -> Result<Vec<String>, StoreError> {
     let mut c = connection(target, conn).await?;
     let i = job.script as usize;
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(scripts[i].get_hash()).arg(job.keys.len());
-    for k in &job.keys {
-        cmd.arg(k);
-    }
-    for a in &job.args {
-        cmd.arg(a);
-    }
-    let mut tries = 0;
-    let answer = loop {
-        match c.query(&cmd).await {
-            Err(e)
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                    && tries < 2 =>
-            {
-                tries += 1;
-                if let Err(e) = c.load(QUOTA_SCRIPTS[i], &job.keys[0]).await {
-                    break Err(e);
-                }
-            }
-            r => break r,
+    let call = |verb: &str, body: &str| {
+        let mut cmd = redis::cmd(verb);
+        cmd.arg(body).arg(job.keys.len());
+        for k in &job.keys {
+            cmd.arg(k);
         }
+        for a in &job.args {
+            cmd.arg(a);
+        }
+        cmd
+    };
+    let answer = match c.query(&call("EVALSHA", scripts[i].get_hash())).await {
+        Err(e) if is_noscript(&e) => c.query(&call("EVAL", QUOTA_SCRIPTS[i])).await,
+        r => r,
     };
     match answer.and_then(|v| redis::from_redis_value::<Vec<String>>(v).map_err(Into::into)) {
         Ok(v) => Ok(v),
