@@ -11,6 +11,9 @@
 #               on a fixed schedule over 32 connections per worker and measures each latency
 #               from the request's *intended* send time, so a stall is not hidden by the
 #               client waiting for it (no coordinated omission).
+#   LATE_MAX=MS a paced run whose client sent its requests later than this at p99 (default 0.5 ms:
+#               the client was descheduled, so the run measured the machine) is run again, at
+#               most twice; the last try counts, and the summary says how many tries each took.
 #   PACED=BIN   another build of the paced client (to compare clients on the same servers).
 #   OPS=1       one more counted run per server and path: io_uring submissions, completions,
 #               poll arms, task-work items and io_uring_enter calls per request for
@@ -37,6 +40,7 @@ ROUNDS=${1:-3}
 DUR=${2:-5s}
 WORKERS=${3:-1}
 RATE=${RATE:-$((8000 * WORKERS))}
+LATE_MAX=${LATE_MAX:-0.5}
 # shellcheck source=bench/http/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init cpu wrk:wrk nginx:nginx-light
@@ -118,15 +122,20 @@ saturated() { # $1 path
 }
 
 paced() { # $1 path
-    local path=$1 r who out
+    local path=$1 r who out try
     for r in $(seq "$ROUNDS"); do
         for who in $(order "$r"); do
-            start "$who" "$path"
-            "${ON_LOAD[@]}" wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
-            out=$("${ON_LOAD[@]}" "$PACED" "127.0.0.1:$PORT" "$RATE" "${DUR%s}" "$WRK_C")
-            stop "$PID"
-            printf '%-6s round %d %-8s paced %s req/s: p99 p50 p99.9 max ms, done, errors, client lateness p99 ms: %s\n' "$path" "$r" "$who" "$RATE" "$out"
-            echo "paced $path $who $r $out" >>"$RESULTS"
+            for try in 1 2 3; do
+                start "$who" "$path"
+                "${ON_LOAD[@]}" wrk -t"$WRK_T" -c"$WRK_C" -d1s "http://127.0.0.1:$PORT/" >/dev/null
+                out=$("${ON_LOAD[@]}" "$PACED" "127.0.0.1:$PORT" "$RATE" "${DUR%s}" "$WRK_C")
+                stop "$PID"
+                printf '%-6s round %d %-8s paced %s req/s (try %d): p99 p50 p99.9 max ms, done, errors, client lateness p99 ms: %s\n' "$path" "$r" "$who" "$RATE" "$try" "$out"
+                # A round in which the client itself sent late measures the machine, not the
+                # server: run it again (at most twice; the last try counts either way).
+                python3 -c "import sys; sys.exit(float('$out'.split()[6]) > $LATE_MAX)" && break
+            done
+            echo "paced $path $who $r $out $try" >>"$RESULTS"
         done
     done
 }
@@ -195,6 +204,6 @@ for path in ("proxy", "reject"):
               f"| {med(tot[(who, r[3])] for r in rs):.2f} | {ratio} | {f'{med(p):.2f}' if p else '-'} |")
     if pace:
         for who in servers:
-            p = [r[4] for r in pace if r[2] == who]
+            p = [f"{r[4]} ({r[11]} tries)" if r[11] != "1" else r[4] for r in pace if r[2] == who]
             print(f"{path} paced p99 per round, {who}: {', '.join(p)} ms")
 EOF

@@ -8,8 +8,13 @@
 //! as soon as it is free. Its latency is measured from the time it was *due*, so a stall of
 //! the server counts against every request that should have been sent during it. Prints one
 //! line: `p99 p50 p99.9 max` (milliseconds), requests completed, errors, and the p99 of the
-//! client's own lateness (how long after its due time a request was actually written, in
-//! milliseconds: the floor under every latency figure of the line).
+//! client's own lateness (how long after its due time a free connection woke to send, in
+//! milliseconds; a connection still waiting for a response counts 0 here, that delay is the
+//! server's): when it is large, the client was descheduled and the line measured the machine.
+//!
+//! With `PACED_TRACE=FILE` it also writes one line per request to FILE: its due time
+//! (microseconds after the first request was due), latency and send lateness (microseconds),
+//! to see *when* the slow requests were due (a periodic stall, a single one).
 //!
 //! Each connection is a thread with a blocking socket that sleeps until its next request is
 //! due. An async runtime's timer would quantise the send times to its tick (monoio's wheel
@@ -25,8 +30,8 @@ const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nhost: bench\r\nuser-agent: paced\r\n\
 /// What one connection measured: latencies and send lateness in microseconds, errors.
 #[derive(Default)]
 struct Tally {
-    latency: Vec<u64>,
-    late: Vec<u64>,
+    /// Per request: due time after the start, latency, lateness (microseconds).
+    trace: Vec<(u64, u64, u64)>,
     errors: usize,
 }
 
@@ -48,11 +53,19 @@ fn main() {
     let mut all = Tally::default();
     for t in threads {
         let t = t.join().expect("connection thread");
-        all.latency.extend(t.latency);
-        all.late.extend(t.late);
+        all.trace.extend(t.trace);
         all.errors += t.errors;
     }
-    let (mut l, mut late) = (all.latency, all.late);
+    if let Ok(path) = std::env::var("PACED_TRACE") {
+        all.trace.sort_unstable();
+        let mut text = String::with_capacity(all.trace.len() * 24);
+        for (due, lat, late) in &all.trace {
+            text.push_str(&format!("{due} {lat} {late}\n"));
+        }
+        std::fs::write(&path, text).expect("PACED_TRACE");
+    }
+    let mut l: Vec<u64> = all.trace.iter().map(|t| t.1).collect();
+    let mut late: Vec<u64> = all.trace.iter().map(|t| t.2).collect();
     l.sort_unstable();
     late.sort_unstable();
     let q = |v: &[u64], p: f64| {
@@ -91,16 +104,24 @@ fn connection(
     let mut k = c;
     while k < total {
         let due = start + Duration::from_secs_f64(k as f64 / rate);
+        // The client's own lateness: how long after its due time a free connection woke to
+        // send. A connection still busy with an earlier response sends at once; that delay
+        // is the server's and stays in the latency, not here.
         let now = Instant::now();
-        if now < due {
+        let late = if now < due {
             std::thread::sleep(due - now);
-        }
-        tally.late.push(due.elapsed().as_micros() as u64);
+            due.elapsed().as_micros() as u64
+        } else {
+            0
+        };
         if !exchange(&mut s, &mut buf) {
             tally.errors += 1;
             return tally;
         }
-        tally.latency.push(due.elapsed().as_micros() as u64);
+        let at = (due - start).as_micros() as u64;
+        tally
+            .trace
+            .push((at, due.elapsed().as_micros() as u64, late));
         k += conns;
     }
     tally
