@@ -13,6 +13,12 @@
 //! re-files the entry at once. An operation still ends with [`IoFail::Timeout`] exactly
 //! when its own deadline passes; a timer that fires while no operation waits merely wakes
 //! the connection's task once, which then polls what it is waiting for.
+//!
+//! A timer remembers one task: monoio (0.2.4, `StateCell::poll` in its timer driver) stores
+//! the waker of the first poll and keeps it until the timer fires, where tokio replaces it on
+//! every poll. An upstream connection moves between tasks through the idle pool, so before it
+//! goes there it gets a fresh timer ([`Conn::release_timer`]); with the old one, the next
+//! task's read would wake the previous task at its deadline and wait on past it.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -77,6 +83,13 @@ impl Conn {
             // Not on the timer wheel until the first timed operation sets its deadline.
             timer: Box::pin(monoio::time::sleep(Duration::from_secs(3600))),
         }
+    }
+
+    /// Gives the connection a timer no task has polled yet, so that the next task to use it
+    /// is the one its deadlines wake (see the module docs); the old timer leaves the wheel
+    /// as it drops. For a connection that is about to pass to another task.
+    pub(crate) fn release_timer(&mut self) {
+        self.timer = Box::pin(monoio::time::sleep(Duration::from_secs(3600)));
     }
 
     /// Bytes read and not yet consumed.

@@ -40,10 +40,12 @@ impl Pool {
     }
 
     /// Returns a connection whose last exchange completed cleanly.
-    pub(crate) fn put(&self, addr: SocketAddr, conn: Conn) {
+    pub(crate) fn put(&self, addr: SocketAddr, mut conn: Conn) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(addr).or_default();
         if list.len() < MAX_IDLE_PER_ENDPOINT {
+            // The next task to take it must be the one its timer wakes.
+            conn.release_timer();
             list.push((conn, Instant::now()));
         }
     }
@@ -80,5 +82,67 @@ pub(crate) async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn,
             let _ = s.set_nodelay(true);
             Ok(Conn::new(s))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::rc::Rc;
+    use std::sync::mpsc;
+    use std::thread;
+
+    use super::*;
+    use crate::io::IoFail;
+
+    /// A connection's timer once kept the waker of the task that pooled it: the next task's
+    /// read on it was never woken at its deadline (see `io.rs`).
+    #[test]
+    fn a_pooled_connection_times_out_for_the_task_that_took_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // The upstream sends one byte 50 ms after accepting, then stays silent, connected.
+        thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            thread::sleep(Duration::from_millis(50));
+            s.write_all(b"x").unwrap();
+            thread::sleep(Duration::from_secs(5));
+        });
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+                .enable_timer()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let pool = Rc::new(Pool::default());
+                let first = pool.clone();
+                // This task's read waits (its waker goes on the timer), then it pools the
+                // connection with that timer's deadline still ahead.
+                monoio::spawn(async move {
+                    let stream = TcpStream::connect_addr(addr).await.unwrap();
+                    let mut conn = Conn::new(stream);
+                    let far = Instant::now() + Duration::from_secs(30);
+                    assert_eq!(conn.fill_until(far).await.unwrap(), 1);
+                    conn.consume(1);
+                    first.put(addr, conn);
+                })
+                .await;
+                // Another task takes it; the upstream is silent, so its read ends at its deadline.
+                let outcome = monoio::spawn(async move {
+                    let mut conn = pool.take(addr, Duration::from_secs(30)).unwrap();
+                    let started = Instant::now();
+                    let read = conn.fill_until(started + Duration::from_millis(100)).await;
+                    (matches!(read, Err(IoFail::Timeout)), started.elapsed())
+                })
+                .await;
+                let _ = tx.send(outcome);
+            });
+        });
+        let (timed_out, after) = rx
+            .recv_timeout(Duration::from_secs(3))
+            .expect("the read of the task that took the pooled connection never ended");
+        assert!(timed_out);
+        assert!(after >= Duration::from_millis(100), "ended after {after:?}");
     }
 }
