@@ -210,7 +210,8 @@ weir_lean() {
 # `valgrind --tool=callgrind --callgrind-out-file=OUT`: once it listens on PORT, N GETs over
 # four keep-alive connections (each must answer 200; with STATUS, all but the first must
 # answer STATUS), then SIGINT (callgrind writes OUT), a stop, and the instruction total
-# from OUT.
+# from OUT (with `--cache-sim=yes`, every event's total, in the order of OUT's `events:`
+# line).
 callgrind_total() {
     wait_port "$2"
     python3 - "$2" "$3" "${5:-200}" <<'P'
@@ -227,5 +228,10 @@ P
     kill -INT "$1" 2>/dev/null || true
     sleep 2
     stop "$1"
-    callgrind_annotate "$4" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+    callgrind_annotate "$4" 2>/dev/null | awk '/PROGRAM TOTALS/ {
+        gsub(",", "")
+        out = ""
+        for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) out = out (out == "" ? "" : " ") $i
+        print out
+    }'
 }

@@ -7,7 +7,9 @@
 #   bench/http/pingora_instr.sh [N]        (default N = 4000; WHO="pingora ..." for a subset,
 #                                           KEEP=DIR to keep the callgrind profiles,
 #                                           PLAIN=BIN / PINGORA=BIN to count other builds of
-#                                           the two binaries instead of this tree's)
+#                                           the two binaries instead of this tree's,
+#                                           CACHE=1 to simulate the caches as well and
+#                                           print misses per request)
 #
 # Same upstream (nginx answering 200 "ok"), same config as bench/http/pingora.sh's proxy path
 # (token bucket that never rejects, access log off, one worker). Each server is run twice,
@@ -41,7 +43,7 @@ total() { # $1 plain|plain-hdr|pingora|pingora-lean, $2 requests -> total instru
     pingora) cmd=("$PINGORA" --config "$WORK/weir.toml") ;;
     pingora-lean) cmd=("$PINGORA" --config "$WORK/lean.toml") ;;
     esac
-    valgrind --tool=callgrind --callgrind-out-file="$out" "${cmd[@]}" >/dev/null 2>"$WORK/vg.err" &
+    valgrind --tool=callgrind ${CACHE:+--cache-sim=yes} --callgrind-out-file="$out" "${cmd[@]}" >/dev/null 2>"$WORK/vg.err" &
     pid=$!
     callgrind_total "$pid" "$PORT" "$2" "$out"
 }
@@ -50,8 +52,17 @@ declare -A PER
 for who in ${WHO:-plain plain-hdr pingora pingora-lean}; do
     a=$(total "$who" 300)
     b=$(total "$who" $((300 + N)))
-    PER[$who]=$(((b - a) / N))
+    PER[$who]=$(((${b%% *} - ${a%% *}) / N))
     echo "$who: ${PER[$who]} instructions/request (user space)"
+    if [ -n "${CACHE:-}" ]; then
+        events=$(sed -n 's/^events: *//p' "$WORK/cg.$who.$((300 + N))")
+        python3 - "$who" "$N" "$a" "$b" "$events" <<'P'
+import sys
+who, n, a, b, names = sys.argv[1], int(sys.argv[2]), *(x.split() for x in sys.argv[3:6])
+per = [(int(y) - int(x)) / n for x, y in zip(a, b)]
+print(f"{who}: per request " + ", ".join(f"{k} {v:.1f}" for k, v in zip(names, per)))
+P
+    fi
     # KEEP=DIR keeps the larger profile, for a look at where the instructions go.
     if [ -n "${KEEP:-}" ]; then cp "$WORK/cg.$who.$((300 + N))" "$KEEP/cg.$who"; fi
 done
