@@ -16,7 +16,8 @@
 //!   document name such as `BENCHMARKS.md` must be the name of a tracked file.
 //!
 //! Code (as opposed to comments) is not scanned: string literals are data, and the tests of
-//! this module hold counter-examples.
+//! this module hold counter-examples. Nor are the crates carried under `vendor/` (their
+//! text is upstream's, paths in it are upstream's repository's); `vendor/README.md` is.
 
 use crate::{Result, root};
 use std::collections::BTreeSet;
@@ -42,6 +43,7 @@ const ROOT_ALLOWED: &[&str] = &[
     "fuzz",
     "rust-toolchain.toml",
     "rustfmt.toml",
+    "vendor",
     "xtask",
 ];
 
@@ -180,7 +182,7 @@ pub(crate) fn check(tree: &Tree<'_>) -> Vec<Problem> {
     let top = tree.top_dirs();
     for f in &tree.files {
         let kind = Kind::of(f);
-        if kind == Kind::Other {
+        if kind == Kind::Other || is_vendored(f) {
             continue;
         }
         let Some(text) = (tree.read)(f) else { continue };
@@ -191,6 +193,12 @@ pub(crate) fn check(tree: &Tree<'_>) -> Vec<Problem> {
     }
     problems.sort();
     problems
+}
+
+/// A file of a third-party crate carried under `vendor/` (not the directory's own README).
+fn is_vendored(file: &str) -> bool {
+    file.strip_prefix("vendor/")
+        .is_some_and(|rest| rest.contains('/'))
 }
 
 /// Rule root: tracked entries at the root not in the allow-list.
@@ -684,6 +692,19 @@ mod tests {
     fn junk_at_the_root_fails() {
         let p = run(&with(&[("err", "oops\n"), ("notes/x.txt", "x")]));
         expect(&p, &["err:1: tracked at the repository root", "notes:1: "]);
+    }
+
+    #[test]
+    fn vendored_crates_are_not_checked_but_their_readme_is() {
+        let p = run(&with(&[
+            ("vendor/x/src/lib.rs", "//! See docs/none.md.\n"),
+            ("vendor/x/README.md", "# x\n[gone](MISSING.md)\n"),
+            (
+                "vendor/README.md",
+                "# vendor\n[x](x/README.md) [gone](NONE.md)\n",
+            ),
+        ]));
+        expect(&p, &["vendor/README.md:2: link NONE.md"]);
     }
 
     #[test]
