@@ -19,6 +19,16 @@
 //! every poll. An upstream connection moves between tasks through the idle pool, so before it
 //! goes there it gets a fresh timer ([`Conn::release_timer`]); with the old one, the next
 //! task's read would wake the previous task at its deadline and wait on past it.
+//!
+//! Reads on the io_uring driver go through a multishot receive (`RecvMulti`, from the
+//! monoio patch in `vendor/monoio`): armed once per connection, it keeps receiving into the
+//! driver's buffer ring, and a read copies what arrived into the connection's buffer. A
+//! one-shot receive submitted before the peer's next message is there costs the kernel a
+//! failed attempt, a poll arm and a completion from task work, for most requests a
+//! keep-alive connection reads; the multishot receive costs none of these. A read that
+//! times out leaves nothing behind (the receive stays armed, and what it receives waits for
+//! the next read). On the legacy driver, or a kernel without multishot receive (before
+//! 6.0), reads are one-shot `read`s of the owned buffer.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -28,7 +38,7 @@ use std::time::Instant;
 
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
+use monoio::net::{RecvMulti, TcpStream};
 use monoio::time::Sleep;
 
 /// Initial read buffer size (grows up to the head limit when a head needs it).
@@ -49,6 +59,9 @@ pub(crate) enum IoFail {
 
 /// A TCP stream with a read buffer.
 pub(crate) struct Conn {
+    /// The multishot receive, where available (see the module docs). Declared before
+    /// `stream`: it is dropped (its receive cancelled) before the socket closes.
+    recv: Option<RecvMulti>,
     stream: TcpStream,
     buf: Vec<u8>,
     start: usize,
@@ -77,6 +90,7 @@ async fn timed<F: Future>(
 impl Conn {
     pub(crate) fn new(stream: TcpStream) -> Self {
         Self {
+            recv: stream.recv_multishot(),
             stream,
             buf: Vec::with_capacity(READ_BUF),
             start: 0,
@@ -122,8 +136,20 @@ impl Conn {
         }
         self.make_room();
         let Self {
-            stream, buf, timer, ..
+            recv,
+            stream,
+            buf,
+            timer,
+            ..
         } = self;
+        if let Some(recv) = recv {
+            return match timed(timer, deadline, recv.recv(buf)).await {
+                None => Err(IoFail::Timeout),
+                Some(Ok(0)) => Err(IoFail::Eof),
+                Some(Ok(n)) => Ok(n),
+                Some(Err(_)) => Err(IoFail::Error),
+            };
+        }
         let owned = core::mem::take(buf);
         let (len, cap) = (owned.len(), owned.capacity());
         let read = async {
@@ -209,5 +235,224 @@ impl Conn {
     pub(crate) async fn shutdown(&mut self) {
         let deadline = Instant::now() + Duration::from_millis(100);
         let _ = timed(&mut self.timer, deadline, self.stream.shutdown()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread;
+
+    use super::*;
+
+    /// Byte `i` of connection `c`'s stream in the test below.
+    fn pattern(c: usize, i: usize) -> u8 {
+        (i.wrapping_mul(31) ^ c.wrapping_mul(7) ^ (i >> 9)) as u8
+    }
+
+    /// More unread data than the buffer ring holds (80 connections × 64 KiB, each slot
+    /// capped at 8 buffers of 4 KiB, 512 in the ring): receives are cancelled at the cap and
+    /// re-armed, the ring runs dry and reads fall back to `recv(2)`; every byte still
+    /// arrives once and in order, and each stream ends with EOF.
+    #[test]
+    fn multishot_reads_keep_every_byte_through_full_queues_and_a_dry_ring() {
+        const CONNS: usize = 80;
+        const LEN: usize = 64 * 1024;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            for _ in 0..CONNS {
+                let (mut s, _) = listener.accept().unwrap();
+                // The first byte says which connection this is.
+                let mut id = [0u8; 1];
+                s.read_exact(&mut id).unwrap();
+                let c = usize::from(id[0]);
+                thread::spawn(move || {
+                    let bytes: Vec<u8> = (0..LEN).map(|i| pattern(c, i)).collect();
+                    s.write_all(&bytes).unwrap();
+                });
+            }
+        });
+        let mut rt = crate::worker::uring_runtime().expect("io_uring runtime");
+        rt.block_on(async move {
+            let mut conns = Vec::new();
+            for c in 0..CONNS {
+                let stream = TcpStream::connect_addr(addr).await.unwrap();
+                let mut conn = Conn::new(stream);
+                assert!(conn.recv.is_some(), "no multishot receive on io_uring");
+                let (r, _) = conn.write_all(vec![c as u8], Duration::from_secs(5)).await;
+                r.unwrap();
+                conns.push(conn);
+            }
+            // Arm every receive, then let the data land while nobody reads.
+            for conn in &mut conns {
+                let _ = conn
+                    .fill_until(Instant::now() + Duration::from_millis(1))
+                    .await;
+            }
+            monoio::time::sleep(Duration::from_millis(300)).await;
+            let mut got = vec![Vec::<u8>::new(); CONNS];
+            let mut open = CONNS;
+            while open > 0 {
+                for (c, conn) in conns.iter_mut().enumerate() {
+                    if got[c].len() > LEN {
+                        continue;
+                    }
+                    match conn
+                        .fill_until(Instant::now() + Duration::from_secs(5))
+                        .await
+                    {
+                        Ok(_) => {
+                            // Small, uneven takes: a slow reader.
+                            let take = conn.buffered().min(1000 + c * 13);
+                            got[c].extend_from_slice(&conn.data()[..take]);
+                            conn.consume(take);
+                        }
+                        Err(IoFail::Eof) => {
+                            got[c].extend_from_slice(conn.data());
+                            let n = conn.buffered();
+                            conn.consume(n);
+                            // Mark as done: one byte past the end.
+                            got[c].push(0);
+                            open -= 1;
+                        }
+                        Err(e) => panic!("connection {c}: {e:?}"),
+                    }
+                }
+            }
+            for (c, bytes) in got.iter().enumerate() {
+                assert_eq!(bytes.len(), LEN + 1, "connection {c}");
+                let first_bad = (0..LEN).find(|&i| bytes[i] != pattern(c, i));
+                assert_eq!(first_bad, None, "connection {c}");
+            }
+        });
+    }
+
+    /// While unread queues hold the ring, a reader that found it dry takes its bytes with
+    /// `recv(2)` and waits for more with a one-shot poll: bytes that arrive later still
+    /// wake it, and the held connections lose nothing.
+    ///
+    /// The order makes the ring dry when the late connection's first byte arrives: it is
+    /// armed first, then every hog is armed with a single poll and none is read, so the
+    /// hogs that reach `MAX_QUEUED` (8 buffers each) take all 512 buffers and the rest end
+    /// with `ENOBUFS`; 300 ms later the late byte finds no buffer (`ENOBUFS`), is taken with
+    /// `recv(2)`, and the second byte, 200 ms after it, arrives while the reader waits in
+    /// the poll.
+    #[test]
+    fn a_reader_waits_with_a_poll_while_other_queues_hold_the_ring() {
+        const HOGS: usize = 100;
+        const LEN: usize = 64 * 1024;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            let mut keep = Vec::new();
+            for _ in 0..=HOGS {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut id = [0u8; 1];
+                s.read_exact(&mut id).unwrap();
+                let c = usize::from(id[0]);
+                if c < HOGS {
+                    let bytes: Vec<u8> = (0..LEN).map(|i| pattern(c, i)).collect();
+                    s.write_all(&bytes).unwrap();
+                    keep.push(s);
+                } else {
+                    thread::spawn(move || {
+                        thread::sleep(Duration::from_millis(300));
+                        s.write_all(b"a").unwrap();
+                        thread::sleep(Duration::from_millis(200));
+                        s.write_all(b"b").unwrap();
+                        thread::sleep(Duration::from_secs(5));
+                    });
+                }
+            }
+            thread::sleep(Duration::from_secs(5));
+        });
+        let mut rt = crate::worker::uring_runtime().expect("io_uring runtime");
+        rt.block_on(async move {
+            // Connection `HOGS` (the late one) first, then the hogs.
+            let mut conns = Vec::new();
+            for c in core::iter::once(HOGS).chain(0..HOGS) {
+                let stream = TcpStream::connect_addr(addr).await.unwrap();
+                let mut conn = Conn::new(stream);
+                assert!(conn.recv.is_some(), "multishot receive on this kernel");
+                let (r, _) = conn.write_all(vec![c as u8], Duration::from_secs(5)).await;
+                r.unwrap();
+                conns.push(conn);
+            }
+            // Arm every receive without reading anything.
+            for conn in &mut conns {
+                let recv = conn.recv.as_mut().unwrap();
+                let mut scratch = Vec::with_capacity(1);
+                core::future::poll_fn(|cx| {
+                    assert!(recv.poll_recv(cx, &mut scratch).is_pending());
+                    Poll::Ready(())
+                })
+                .await;
+            }
+            let late = &mut conns[0];
+            let mut got = Vec::new();
+            while got.len() < 2 {
+                late.fill_until(Instant::now() + Duration::from_secs(3))
+                    .await
+                    .expect("the late connection's bytes");
+                got.extend_from_slice(late.data());
+                let n = late.buffered();
+                late.consume(n);
+            }
+            assert_eq!(got, b"ab");
+            for (c, conn) in conns.iter_mut().skip(1).enumerate() {
+                let mut bytes = Vec::new();
+                while bytes.len() < LEN {
+                    conn.fill_until(Instant::now() + Duration::from_secs(3))
+                        .await
+                        .unwrap_or_else(|e| panic!("hog {c}: {e:?}"));
+                    bytes.extend_from_slice(conn.data());
+                    let n = conn.buffered();
+                    conn.consume(n);
+                }
+                assert_eq!(bytes.len(), LEN, "hog {c}");
+                let first_bad = (0..LEN).find(|&i| bytes[i] != pattern(c, i));
+                assert_eq!(first_bad, None, "hog {c}");
+            }
+        });
+    }
+
+    /// The multishot receive holds a reference to the socket; dropping the connection
+    /// cancels it, so the socket really closes and the peer sees EOF.
+    #[test]
+    fn dropping_a_connection_with_an_armed_receive_closes_the_socket() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let eof = Arc::new(AtomicBool::new(false));
+        let seen = eof.clone();
+        thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut b = [0u8; 16];
+            if let Ok(0) = s.read(&mut b) {
+                seen.store(true, Ordering::SeqCst);
+            }
+        });
+        let mut rt = crate::worker::uring_runtime().expect("io_uring runtime");
+        let closed = rt.block_on(async move {
+            let stream = TcpStream::connect_addr(addr).await.unwrap();
+            let mut conn = Conn::new(stream);
+            assert!(conn.recv.is_some(), "no multishot receive on io_uring");
+            let read = conn
+                .fill_until(Instant::now() + Duration::from_millis(20))
+                .await;
+            assert!(matches!(read, Err(IoFail::Timeout)), "{read:?}");
+            drop(conn);
+            for _ in 0..200 {
+                if eof.load(Ordering::SeqCst) {
+                    return true;
+                }
+                monoio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        });
+        assert!(closed, "the peer never saw the connection close");
     }
 }

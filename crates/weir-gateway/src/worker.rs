@@ -129,7 +129,7 @@ pub(crate) fn spawn(
 /// a plain ring. A gateway with these flags once slept through SIGTERM (the cross-thread
 /// wake was its only way out of a wait with no timer due); shutdown no longer depends on
 /// that wake ([`crate::shutdown`]), and `tests/shutdown.rs` checks both.
-fn uring_runtime()
+pub(crate) fn uring_runtime()
 -> std::io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>> {
     let sets: [fn(&mut io_uring::Builder); 3] = [
         |b| {
