@@ -277,15 +277,7 @@ mod tests {
         });
         let mut rt = crate::worker::uring_runtime().expect("io_uring runtime");
         rt.block_on(async move {
-            let mut conns = Vec::new();
-            for c in 0..CONNS {
-                let stream = TcpStream::connect_addr(addr).await.unwrap();
-                let mut conn = Conn::new(stream);
-                assert!(conn.recv.is_some(), "no multishot receive on io_uring");
-                let (r, _) = conn.write_all(vec![c as u8], Duration::from_secs(5)).await;
-                r.unwrap();
-                conns.push(conn);
-            }
+            let mut conns = connect_tagged(addr, 0..CONNS).await;
             // Arm every receive, then let the data land while nobody reads.
             for conn in &mut conns {
                 let _ = conn
@@ -330,6 +322,24 @@ mod tests {
         });
     }
 
+    /// A connection to `addr` per id, each having sent its id as one byte, each with a
+    /// multishot receive.
+    async fn connect_tagged(
+        addr: std::net::SocketAddr,
+        ids: impl Iterator<Item = usize>,
+    ) -> Vec<Conn> {
+        let mut conns = Vec::new();
+        for c in ids {
+            let stream = TcpStream::connect_addr(addr).await.unwrap();
+            let mut conn = Conn::new(stream);
+            assert!(conn.recv.is_some(), "no multishot receive on io_uring");
+            let (r, _) = conn.write_all(vec![c as u8], Duration::from_secs(5)).await;
+            r.unwrap();
+            conns.push(conn);
+        }
+        conns
+    }
+
     /// While unread queues hold the ring, a reader that found it dry takes its bytes with
     /// `recv(2)` and waits for more with a one-shot poll: bytes that arrive later still
     /// wake it, and the held connections lose nothing.
@@ -372,15 +382,7 @@ mod tests {
         let mut rt = crate::worker::uring_runtime().expect("io_uring runtime");
         rt.block_on(async move {
             // Connection `HOGS` (the late one) first, then the hogs.
-            let mut conns = Vec::new();
-            for c in core::iter::once(HOGS).chain(0..HOGS) {
-                let stream = TcpStream::connect_addr(addr).await.unwrap();
-                let mut conn = Conn::new(stream);
-                assert!(conn.recv.is_some(), "multishot receive on this kernel");
-                let (r, _) = conn.write_all(vec![c as u8], Duration::from_secs(5)).await;
-                r.unwrap();
-                conns.push(conn);
-            }
+            let mut conns = connect_tagged(addr, core::iter::once(HOGS).chain(0..HOGS)).await;
             // Arm every receive without reading anything.
             for conn in &mut conns {
                 let recv = conn.recv.as_mut().unwrap();
