@@ -126,7 +126,8 @@ impl Conn {
         }
     }
 
-    /// [`fill`](Self::fill) with a deadline; EOF is [`IoFail::Eof`].
+    /// Reads once more into the buffer (at least one byte) before `deadline`; EOF is
+    /// [`IoFail::Eof`].
     pub(crate) async fn fill_until(&mut self, deadline: Instant) -> Result<usize, IoFail> {
         if deadline <= Instant::now() {
             return Err(IoFail::Timeout);
@@ -165,7 +166,7 @@ impl Conn {
         }
     }
 
-    /// [`fill`](Self::fill) under an inactivity timeout.
+    /// [`fill_until`](Self::fill_until) under an inactivity timeout.
     pub(crate) async fn fill_within(&mut self, idle: Duration) -> Result<usize, IoFail> {
         self.fill_until(Instant::now() + idle).await
     }
