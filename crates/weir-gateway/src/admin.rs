@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 
 use weir_http::{self as http, Limits, Parsed, Persistence};
-use weir_policy::{Engine, Outcome};
+use weir_policy::{Engine, HeaderText, Outcome};
 
 const ADMIN_IO_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_ADMIN_BODY: u64 = 1 << 20;
@@ -110,7 +110,7 @@ fn serve(engine: &Engine, mut s: TcpStream) -> io::Result<()> {
 fn write(
     s: &mut TcpStream,
     status: u16,
-    headers: &[(&'static str, String)],
+    headers: &[(&'static str, HeaderText)],
     body: &[u8],
     head_only: bool,
 ) -> io::Result<()> {

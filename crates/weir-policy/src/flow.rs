@@ -19,10 +19,12 @@ use crate::policy::{Mode, UpstreamSettings};
 use crate::quota::ledger::Writer;
 use crate::quota::service::{Ask, Held};
 use crate::ratelimit::service::{Checked, Store};
-use crate::response::{GatewayResponse, acceptable_request_id, error_response, fallback_response};
+use crate::response::{
+    ErrorIds, GatewayResponse, acceptable_request_id, error_response, fallback_response,
+};
 use crate::retry::service::RetryState;
 use crate::runtime::{Live, RouteRuntime, Shared};
-use crate::text::{HeaderText, decimal};
+use crate::text::HeaderText;
 use crate::timer::Timer;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -395,12 +397,10 @@ impl Flow {
         self.shared.bare
     }
 
-    /// A gateway error response with the flow's extra headers; records the outcome.
-    fn reject_with(
-        &mut self,
-        outcome: Outcome,
-        extra: &[(&str, serde_json::Value)],
-    ) -> GatewayResponse {
+    /// A gateway error response with the flow's extra headers (and `retry-after` when the
+    /// client is told when to come back); records the outcome. The response is the
+    /// request's last, so the RateLimit fields move into it.
+    fn reject_with(&mut self, outcome: Outcome, retry_after: Option<u64>) -> GatewayResponse {
         self.outcome = Some(outcome);
         if self.bare() {
             return GatewayResponse::bare(outcome.status());
@@ -408,22 +408,24 @@ impl Flow {
         let mut r = error_response(
             outcome.status(),
             outcome.as_str(),
-            self.route_id(),
-            self.instance(),
-            self.request_id.as_str(),
-            extra,
-        )
-        .with_evidence(self.evidence());
-        r.headers.extend(self.extra_headers_text());
+            self.error_ids(),
+            retry_after,
+        );
+        r.headers.append(&mut self.rate.headers);
+        if let Some(t) = retry_after {
+            r.headers.push(("retry-after", HeaderText::from_u64(t)));
+        }
         r
     }
 
-    /// The flow's extra headers (RateLimit fields, bypass marker) for a response it makes.
-    fn extra_headers_text(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
-        self.rate
-            .headers
-            .iter()
-            .map(|(k, v)| (*k, v.as_str().to_owned()))
+    /// The ids a response the gateway makes carries, prepared per revision.
+    fn error_ids(&self) -> ErrorIds<'_> {
+        ErrorIds {
+            route_json: self.route.as_ref().map_or("\"-\"", |r| &r.id_json),
+            instance: self.evidence().then_some(&self.live.instance),
+            instance_json: &self.live.instance_json,
+            request_id: &self.request_id,
+        }
     }
 
     /// The fallback when configured, else the gateway error.
@@ -435,17 +437,12 @@ impl Flow {
                 if self.bare() {
                     return GatewayResponse::bare(f.status);
                 }
-                let mut r = fallback_response(
-                    &f,
-                    outcome.as_str(),
-                    self.instance(),
-                    self.request_id.as_str(),
-                )
-                .with_evidence(self.evidence());
-                r.headers.extend(self.extra_headers_text());
+                let ids = self.error_ids();
+                let mut r = fallback_response(&f, outcome.as_str(), ids.instance, ids.request_id);
+                r.headers.append(&mut self.rate.headers);
                 r
             }
-            None => self.reject_with(outcome, &[]),
+            None => self.reject_with(outcome, None),
         }
     }
 
@@ -455,16 +452,16 @@ impl Flow {
     /// Waits use `timer` and count against the total deadline.
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
         if let Some(o) = self.early {
-            let mut r = self.reject_with(o, &[]);
+            let mut r = self.reject_with(o, None);
             if let Some(c) = self.auth.challenge.take()
                 && !self.bare()
             {
-                r.headers.push(("www-authenticate", c));
+                r.headers.push(("www-authenticate", c.into()));
             }
             return Admission::Respond(r);
         }
         let Some(route) = self.route.clone() else {
-            return Admission::Respond(self.reject_with(Outcome::NoRoute, &[]));
+            return Admission::Respond(self.reject_with(Outcome::NoRoute, None));
         };
         let steps = async {
             self.quota_gate(&route, timer).await?;
@@ -532,7 +529,7 @@ impl Flow {
             Ok(g) => g,
             // The ledger's period file cannot be opened, or the global store failed with
             // `on_store_error = "deny"`: fail closed.
-            Err(()) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, &[])),
+            Err(()) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, None)),
         };
         self.quota.held = gate.held;
         self.quota.headers = gate.headers;
@@ -540,11 +537,7 @@ impl Flow {
             None => Ok(()),
             Some(t) => {
                 self.merge_quota_headers();
-                let mut r = self.reject_with(Outcome::QuotaExhausted, &[("retry_after", t.into())]);
-                if !self.bare() {
-                    r.headers.push(("retry-after", decimal(t)));
-                }
-                Err(r)
+                Err(self.reject_with(Outcome::QuotaExhausted, Some(t)))
             }
         }
     }
@@ -632,14 +625,7 @@ impl Flow {
         }
         match c.reject {
             None => Ok(()),
-            Some((o, None)) => Err(self.reject_with(o, &[])),
-            Some((o, Some(t))) => {
-                let mut r = self.reject_with(o, &[("retry_after", t.into())]);
-                if !self.bare() {
-                    r.headers.push(("retry-after", decimal(t)));
-                }
-                Err(r)
-            }
+            Some((o, t)) => Err(self.reject_with(o, t)),
         }
     }
 
@@ -660,7 +646,7 @@ impl Flow {
                 self.permit = Some(permit);
                 Ok(())
             }
-            Err(o) => Err(self.reject_with(o, &[])),
+            Err(o) => Err(self.reject_with(o, None)),
         }
     }
 
@@ -685,11 +671,11 @@ impl Flow {
     /// The next attempt, or the response to write when none may start (deadline spent).
     pub fn next_attempt(&mut self) -> Result<Attempt, GatewayResponse> {
         let Some(route) = self.route.clone() else {
-            return Err(self.reject_with(Outcome::NoRoute, &[]));
+            return Err(self.reject_with(Outcome::NoRoute, None));
         };
         let now = self.now();
         if self.deadline.expired(now) {
-            return Err(self.reject_with(Outcome::DeadlineExceeded, &[]));
+            return Err(self.reject_with(Outcome::DeadlineExceeded, None));
         }
         // Every attempt is a call the breaker guards: a retry needs its own ticket.
         if let Some(b) = &route.breaker
@@ -762,7 +748,7 @@ impl Flow {
     /// decides: forward, retry after a backoff, or respond.
     pub fn on_attempt(&mut self, result: AttemptResult) -> Next {
         let Some(route) = self.route.clone() else {
-            return Next::Respond(self.reject_with(Outcome::NoRoute, &[]));
+            return Next::Respond(self.reject_with(Outcome::NoRoute, None));
         };
         let now = self.now();
         let elapsed = now.saturating_sub(self.attempt.started);
@@ -852,13 +838,15 @@ impl Flow {
                 } else {
                     Outcome::PerTryTimeout
                 };
-                self.reject_with(o, &[])
+                self.reject_with(o, None)
             }
         };
         let mut r = failed;
         if self.evidence() && !self.bare() {
-            r.headers
-                .push(("x-weir-attempts", decimal(self.attempt.number.into())));
+            r.headers.push((
+                "x-weir-attempts",
+                HeaderText::from_count(self.attempt.number),
+            ));
         }
         Next::Respond(r)
     }
@@ -872,7 +860,7 @@ impl Flow {
     /// [`Engine::reject_malformed`](crate::Engine::reject_malformed), which counts and logs a
     /// separate request under route `-`.
     pub fn reject(&mut self, outcome: Outcome) -> GatewayResponse {
-        self.reject_with(outcome, &[])
+        self.reject_with(outcome, None)
     }
 
     /// The request body grew beyond the replay limit (or is being streamed): no retries.

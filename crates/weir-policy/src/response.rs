@@ -1,6 +1,7 @@
 //! Responses the gateway makes itself, and the headers every response carries.
 
 use crate::policy::FallbackPolicy;
+use crate::text::HeaderText;
 
 /// A finished response the gateway makes itself (rejections, fallback, admin).
 ///
@@ -9,8 +10,10 @@ use crate::policy::FallbackPolicy;
 pub struct GatewayResponse {
     /// HTTP status.
     pub status: u16,
-    /// Headers to write, in order.
-    pub headers: Vec<(&'static str, String)>,
+    /// Headers to write, in order. Values are [`HeaderText`]: the ones every response of a
+    /// kind shares (content type, reason, instance, `RateLimit-Policy`) are static or
+    /// prepared once per config revision and go out without an allocation or a copy.
+    pub headers: Vec<(&'static str, HeaderText)>,
     /// Body bytes.
     pub body: Vec<u8>,
 }
@@ -25,15 +28,6 @@ impl GatewayResponse {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
-    }
-
-    /// Keeps the evidence headers (`x-weir-instance`, `x-weir-attempts`) when `on`
-    /// (`[server] evidence_headers`, docs/CONFIG.md), else removes them.
-    pub(crate) fn with_evidence(mut self, on: bool) -> GatewayResponse {
-        if !on {
-            self.headers.retain(|(k, _)| !EVIDENCE.contains(k));
-        }
-        self
     }
 
     /// A response of `status` alone: what a simulation's engine answers
@@ -55,123 +49,104 @@ impl GatewayResponse {
     fn json_bytes(status: u16, body: Vec<u8>) -> GatewayResponse {
         GatewayResponse {
             status,
-            headers: vec![("content-type", "application/json".to_string())],
+            headers: vec![("content-type", HeaderText::from_static("application/json"))],
             body,
         }
     }
 
     /// A plain-text response.
-    pub(crate) fn text(status: u16, content_type: &str, body: String) -> GatewayResponse {
+    pub(crate) fn text(status: u16, content_type: &'static str, body: String) -> GatewayResponse {
         GatewayResponse {
             status,
-            headers: vec![("content-type", content_type.to_string())],
+            headers: vec![("content-type", HeaderText::from_static(content_type))],
             body: body.into_bytes(),
         }
     }
 }
-
-/// The headers `[server] evidence_headers = false` leaves out: which instance answered and
-/// after how many attempts. The access log records both either way.
-pub(crate) const EVIDENCE: [&str; 2] = ["x-weir-instance", "x-weir-attempts"];
 
 /// Room for the headers of an error response: the four of [`error_response`] and what a
 /// flow adds (RateLimit fields, `retry-after`, a challenge), so that none of those pushes
 /// grows the vector again.
 const ERROR_HEADERS: usize = 10;
 
-/// The gateway's own error response: JSON body, `x-weir-reason`, ids.
+/// What names a gateway error in its headers and body. The route and instance are also
+/// given as JSON strings (quotes included), escaped once per config revision
+/// ([`json_string`]), so that a rejection copies them instead of checking every byte again.
+#[derive(Clone, Copy)]
+pub(crate) struct ErrorIds<'a> {
+    /// The route id as a JSON string (`"-"` without a route).
+    pub route_json: &'a str,
+    /// `x-weir-instance`; `None` leaves the header out (`[server] evidence_headers = false`).
+    pub instance: Option<&'a HeaderText>,
+    /// The instance name as a JSON string.
+    pub instance_json: &'a str,
+    /// `x-request-id`.
+    pub request_id: &'a HeaderText,
+}
+
+/// The gateway's own error response: JSON body, `x-weir-reason`, ids, and `retry_after`
+/// in the body when the client is told when to come back.
+///
+/// Every 429 of a route is this response with a different request id (and retry time), so
+/// nothing here is built that could be shared: the content type and reason are static, the
+/// instance a clone of the revision's value, the body copied from prepared JSON
+/// (docs/BENCHMARKS.md, "the 429 from prepared parts").
 pub(crate) fn error_response(
     status: u16,
     reason: &'static str,
-    route: &str,
-    instance: &str,
-    request_id: &str,
-    extra: &[(&str, serde_json::Value)],
+    ids: ErrorIds<'_>,
+    retry_after: Option<u64>,
 ) -> GatewayResponse {
-    let fixed = [
-        ("error", reason),
-        ("route", route),
-        ("instance", instance),
-        ("request_id", request_id),
-    ];
     let mut headers = Vec::with_capacity(ERROR_HEADERS);
     headers.extend([
-        ("content-type", "application/json".to_string()),
-        ("x-weir-reason", reason.to_string()),
-        ("x-request-id", request_id.to_string()),
-        ("x-weir-instance", instance.to_string()),
+        ("content-type", HeaderText::from_static("application/json")),
+        ("x-weir-reason", HeaderText::from_static(reason)),
+        ("x-request-id", ids.request_id.clone()),
     ]);
+    if let Some(i) = ids.instance {
+        headers.push(("x-weir-instance", i.clone()));
+    }
     GatewayResponse {
         status,
         headers,
-        body: error_body(&fixed, extra),
+        body: error_body(reason, ids, retry_after),
     }
 }
 
-/// A value of [`error_body`]'s object.
-#[derive(Clone, Copy)]
-enum Val<'a> {
-    Str(&'a str),
-    Json(&'a serde_json::Value),
-}
-
-/// Entries of [`error_body`] sorted on the stack (more than this many go to the heap).
-const BODY_ENTRIES: usize = 8;
-
-/// The JSON object of `fixed` then `extra`, keys in order and a later key replacing an
-/// earlier one — the bytes a `serde_json::Map` (a `BTreeMap`) of them prints — written
-/// straight out. Building that map for every rejected request (a `String` per key and
+/// The error object, keys in order (what a `serde_json::Map`, a `BTreeMap`, of them
+/// prints): `error`, `instance`, `request_id`, `retry_after` when given, `route`. Written
+/// straight out: building that map for every rejected request (a `String` per key and
 /// value, a tree insert each, then the walk) was a quarter of the gateway's user-space
-/// instructions per 429 (docs/BENCHMARKS.md, "User space per rejected request"); going
-/// through serde_json's serializer for the plain strings was another ~1 200 instructions
-/// (its escaper looks every byte up in a table), so strings that need no escaping are
-/// copied as they are and only the others go through serde_json.
-fn error_body(fixed: &[(&str, &str)], extra: &[(&str, serde_json::Value)]) -> Vec<u8> {
-    let all = fixed
-        .iter()
-        .map(|(k, v)| (*k, Val::Str(v)))
-        .chain(extra.iter().map(|(k, v)| (*k, Val::Json(v))));
-    let n = fixed.len() + extra.len();
-    let mut stack = [("", Val::Str("")); BODY_ENTRIES];
-    let mut heap = Vec::new();
-    let entries: &mut [(&str, Val<'_>)] = if n <= BODY_ENTRIES {
-        for (slot, e) in stack.iter_mut().zip(all) {
-            *slot = e;
-        }
-        &mut stack[..n]
-    } else {
-        heap.extend(all);
-        &mut heap
-    };
-    // Stable: of equal keys the last inserted stays last, and is the one written.
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    let room: usize = fixed.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    let mut out = Vec::with_capacity(room + 32 * extra.len() + 2);
-    out.push(b'{');
-    let mut first = true;
-    for (i, (k, v)) in entries.iter().enumerate() {
-        if entries.get(i + 1).is_some_and(|next| next.0 == *k) {
-            continue;
-        }
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        push_json_str(&mut out, k);
-        out.push(b':');
-        let written = match v {
-            Val::Str(s) => {
-                push_json_str(&mut out, s);
-                Ok(())
-            }
-            Val::Json(j) => serde_json::to_writer(&mut out, j),
-        };
-        if written.is_err() {
-            return Vec::new();
-        }
+/// instructions per 429 (docs/BENCHMARKS.md, "User space per rejected request"). Only the
+/// reason and the request id (which a client may send) are checked for escapes here.
+fn error_body(reason: &str, ids: ErrorIds<'_>, retry_after: Option<u64>) -> Vec<u8> {
+    let rid = ids.request_id.as_str();
+    let mut out = Vec::with_capacity(
+        64 + reason.len() + ids.instance_json.len() + rid.len() + ids.route_json.len(),
+    );
+    out.extend_from_slice(b"{\"error\":");
+    push_json_str(&mut out, reason);
+    out.extend_from_slice(b",\"instance\":");
+    out.extend_from_slice(ids.instance_json.as_bytes());
+    out.extend_from_slice(b",\"request_id\":");
+    push_json_str(&mut out, rid);
+    if let Some(t) = retry_after {
+        out.extend_from_slice(b",\"retry_after\":");
+        crate::text::push_u64_bytes(&mut out, t);
     }
+    out.extend_from_slice(b",\"route\":");
+    out.extend_from_slice(ids.route_json.as_bytes());
     out.push(b'}');
     out
+}
+
+/// `s` as a JSON string, quotes included, as serde_json writes it: for the parts of an
+/// error body that are the same for every response of a config revision.
+pub(crate) fn json_string(s: &str) -> Box<str> {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    push_json_str(&mut out, s);
+    // JSON text made from a `str` is UTF-8.
+    String::from_utf8(out).unwrap_or_default().into_boxed_str()
 }
 
 /// Appends `s` as a JSON string, byte for byte as serde_json writes it: as it is when no
@@ -218,17 +193,20 @@ fn needs_json_escape(s: &[u8]) -> bool {
 pub(crate) fn fallback_response(
     f: &FallbackPolicy,
     reason: &'static str,
-    instance: &str,
-    request_id: &str,
+    instance: Option<&HeaderText>,
+    request_id: &HeaderText,
 ) -> GatewayResponse {
+    let mut headers = vec![
+        ("content-type", HeaderText::from(f.content_type.clone())),
+        ("x-weir-degraded", HeaderText::from_static(reason)),
+        ("x-request-id", request_id.clone()),
+    ];
+    if let Some(i) = instance {
+        headers.push(("x-weir-instance", i.clone()));
+    }
     GatewayResponse {
         status: f.status,
-        headers: vec![
-            ("content-type", f.content_type.clone()),
-            ("x-weir-degraded", reason.to_string()),
-            ("x-request-id", request_id.to_string()),
-            ("x-weir-instance", instance.to_string()),
-        ],
+        headers,
         body: f.body.clone().into_bytes(),
     }
 }
@@ -256,58 +234,39 @@ mod tests {
         assert_eq!(acceptable_request_id("é".as_bytes()), None);
     }
 
-    /// The body is byte for byte what the `serde_json::Map` it replaced printed: keys in
-    /// order, extra keys among the fixed ones, a repeated key's last value, odd characters.
+    /// The body is byte for byte what a `serde_json::Map` of its entries prints (what the
+    /// gateway wrote before the body was made from prepared parts), odd characters and the
+    /// optional `retry_after` included.
     #[test]
     fn error_body_matches_a_json_map() {
-        let many: Vec<(&str, serde_json::Value)> = ["k5", "a", "k1", "zz", "k5", "b", "c"]
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (*k, i.into()))
-            .collect();
-        let cases: [(&str, &[(&str, serde_json::Value)]); 6] = [
-            ("r", &[]),
-            ("tab\tnul\u{0}del\u{7f}\u{1f}", &[]),
-            ("r", &many),
-            (
-                "r/ü\"q\\",
-                &[("retry_after", 3.into()), ("allowed", "x".into())],
-            ),
-            (
-                "r",
-                &[
-                    ("route", "over".into()),
-                    ("zeta", serde_json::json!({"b": 1, "a": [2]})),
-                ],
-            ),
-            (
-                "r",
-                &[
-                    ("k", 1.into()),
-                    ("k", 2.into()),
-                    ("error", serde_json::Value::Null),
-                ],
-            ),
-        ];
-        for (route, extra) in cases {
-            let fixed = [
-                ("error", "rate_limited"),
-                ("route", route),
-                ("instance", "gw\n"),
-                ("request_id", "id-1"),
-            ];
+        let odd = "r/\u{fc}\"q\\tab\tnul\u{0}del\u{7f}\u{1f}";
+        for (route, instance, rid, retry) in [
+            ("r", "gw", "id-1", None),
+            ("r", "gw", "id-1", Some(3)),
+            (odd, "gw\n", "a\"b\\c", Some(0)),
+            ("-", odd, "x", Some(u64::MAX)),
+        ] {
+            let (route_json, instance_json) = (json_string(route), json_string(instance));
+            let rid = HeaderText::from(rid.to_string());
+            let ids = ErrorIds {
+                route_json: &route_json,
+                instance: None,
+                instance_json: &instance_json,
+                request_id: &rid,
+            };
             let mut map = serde_json::Map::new();
-            for (k, v) in fixed {
-                map.insert(k.into(), v.into());
-            }
-            for (k, v) in extra {
-                map.insert((*k).to_string(), v.clone());
+            map.insert("error".into(), "rate_limited".into());
+            map.insert("route".into(), route.into());
+            map.insert("instance".into(), instance.into());
+            map.insert("request_id".into(), rid.as_str().into());
+            if let Some(t) = retry {
+                map.insert("retry_after".into(), t.into());
             }
             let want = serde_json::to_vec(&serde_json::Value::Object(map)).unwrap();
             assert_eq!(
-                String::from_utf8(super::error_body(&fixed, extra)).unwrap(),
+                String::from_utf8(super::error_body("rate_limited", ids, retry)).unwrap(),
                 String::from_utf8(want).unwrap(),
-                "{route:?} {extra:?}"
+                "{route:?} {instance:?} {retry:?}"
             );
         }
     }
@@ -336,20 +295,36 @@ mod tests {
 
     #[test]
     fn error_body() {
-        let r = error_response(
-            429,
-            "rate_limited",
-            "ok",
-            "gw",
-            "id1",
-            &[("retry_after", 3.into())],
-        );
+        let rid = HeaderText::from_static("id1");
+        let instance = HeaderText::from_static("gw");
+        let ids = ErrorIds {
+            route_json: "\"ok\"",
+            instance: Some(&instance),
+            instance_json: "\"gw\"",
+            request_id: &rid,
+        };
+        let r = error_response(429, "rate_limited", ids, Some(3));
         let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["error"], "rate_limited");
         assert_eq!(v["route"], "ok");
         assert_eq!(v["instance"], "gw");
+        assert_eq!(v["request_id"], "id1");
         assert_eq!(v["retry_after"], 3);
         assert_eq!(r.header("x-weir-reason"), Some("rate_limited"));
         assert_eq!(r.header("X-Request-Id"), Some("id1"));
+        assert_eq!(r.header("x-weir-instance"), Some("gw"));
+        let quiet = error_response(
+            503,
+            "x",
+            ErrorIds {
+                instance: None,
+                ..ids
+            },
+            None,
+        );
+        assert_eq!(quiet.header("x-weir-instance"), None);
+        let v: serde_json::Value = serde_json::from_slice(&quiet.body).unwrap();
+        assert_eq!(v.get("retry_after"), None);
+        assert_eq!(v["instance"], "gw");
     }
 }

@@ -10,6 +10,7 @@ use crate::policy::{PolicySet, RoutePolicy, UpstreamSettings};
 use crate::quota::ledger::RouteLedger;
 use crate::quota::service::Ledgers;
 use crate::ratelimit::service::RateLimiter;
+use crate::response::json_string;
 use crate::retry::service::Retry;
 use crate::store::GlobalStore;
 use crate::text::HeaderText;
@@ -69,6 +70,8 @@ pub(crate) struct RouteRuntime {
     pub metrics: RouteMetrics,
     /// `x-weir-budget-ms` of an attempt with the whole per-try timeout, made once.
     pub budget_ms: HeaderText,
+    /// The route id as a JSON string, for the body of the gateway's own responses.
+    pub id_json: Box<str>,
 }
 
 /// One revision of the config with its state.
@@ -80,6 +83,8 @@ pub(crate) struct Live {
     pub upstreams: Vec<Arc<UpstreamRuntime>>,
     /// `x-weir-instance`, prepared once.
     pub instance: HeaderText,
+    /// The instance name as a JSON string, for the body of the gateway's own responses.
+    pub instance_json: Box<str>,
     /// The quota ledgers of this revision's routes (by route id).
     pub ledgers: Ledgers,
 }
@@ -134,6 +139,7 @@ impl Live {
             revision,
             upstreams,
             instance: HeaderText::from(set.server.instance.clone()),
+            instance_json: json_string(&set.server.instance),
             set,
             routes,
             ledgers,
@@ -170,6 +176,7 @@ fn route_runtime(
         budget_ms: HeaderText::from_u64(
             u64::try_from(p.timeouts.per_try.0.as_millis()).unwrap_or(u64::MAX),
         ),
+        id_json: json_string(&p.id),
         breaker,
         policy: p.clone(),
         upstream,

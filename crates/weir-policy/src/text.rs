@@ -79,7 +79,20 @@ pub(crate) fn dec_len(n: u64) -> usize {
 }
 
 /// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
-pub(crate) fn push_u64(s: &mut String, mut n: u64) {
+pub(crate) fn push_u64(s: &mut String, n: u64) {
+    let (buf, i) = digits(n);
+    // Only ASCII digits were written.
+    s.push_str(core::str::from_utf8(&buf[i..]).unwrap_or_default());
+}
+
+/// [`push_u64`] onto bytes (a JSON body).
+pub(crate) fn push_u64_bytes(out: &mut Vec<u8>, n: u64) {
+    let (buf, i) = digits(n);
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// The decimal digits of `n` at the end of a buffer, and where they start.
+fn digits(mut n: u64) -> ([u8; 20], usize) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -90,8 +103,7 @@ pub(crate) fn push_u64(s: &mut String, mut n: u64) {
             break;
         }
     }
-    // Only ASCII digits were written.
-    s.push_str(core::str::from_utf8(&buf[i..]).unwrap_or_default());
+    (buf, i)
 }
 
 impl From<String> for HeaderText {

@@ -97,11 +97,11 @@ impl Sim {
         };
         let mut flow = self.engine.begin(&req);
         let resp = match __block_on(flow.admit(&timer)) {
-            Admission::Respond(r) => (r.status, r.headers, r.body),
+            Admission::Respond(r) => (r.status, strings(r.headers), r.body),
             Admission::Proceed => loop {
                 let a = match flow.next_attempt() {
                     Ok(a) => a,
-                    Err(r) => break (r.status, r.headers, r.body),
+                    Err(r) => break (r.status, strings(r.headers), r.body),
                 };
                 self.calls.fetch_add(1, Ordering::SeqCst);
                 let result = match upstream(a.number) {
@@ -125,7 +125,7 @@ impl Sim {
                         break (status, strings(headers), b"upstream".to_vec());
                     }
                     Next::Retry { backoff } => self.clock.advance(backoff.into()),
-                    Next::Respond(r) => break (r.status, r.headers, r.body),
+                    Next::Respond(r) => break (r.status, strings(r.headers), r.body),
                 }
             },
         };

@@ -67,7 +67,8 @@ fn admit(engine: &Engine, consumer: &str) -> (u16, Vec<(&'static str, String)>) 
             (0, extra)
         }
         Admission::Respond(r) => {
-            let out = (r.status, r.headers.clone());
+            let h = r.headers.iter().map(|(k, v)| (*k, v.to_string())).collect();
+            let out = (r.status, h);
             flow.finish(r.status, None);
             out
         }

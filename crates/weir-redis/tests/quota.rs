@@ -181,7 +181,8 @@ fn send(e: &Engine, consumer: &str, id: Option<&str>) -> (u16, Vec<(&'static str
             (0, h)
         }
         Admission::Respond(r) => {
-            let out = (r.status, r.headers.clone());
+            let h = r.headers.iter().map(|(k, v)| (*k, v.to_string())).collect();
+            let out = (r.status, h);
             flow.finish(r.status, None);
             out
         }

@@ -5,8 +5,9 @@ use super::{Engine, RollbackError};
 use crate::accesslog::{Record, now_rfc3339};
 use crate::descriptor::{Headers, bearer_token};
 use crate::outcome::Outcome;
-use crate::response::{GatewayResponse, acceptable_request_id, error_response};
+use crate::response::{ErrorIds, GatewayResponse, acceptable_request_id, error_response};
 use crate::runtime::Shared;
+use crate::text::HeaderText;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
@@ -56,7 +57,8 @@ impl Engine {
             let ok = got.is_some_and(|g| bool::from(g.ct_eq(want)));
             if !ok {
                 let mut r = GatewayResponse::json(401, &json!({"error": "unauthorized"}));
-                r.headers.push(("www-authenticate", "Bearer".to_string()));
+                r.headers
+                    .push(("www-authenticate", HeaderText::from_static("Bearer")));
                 return r;
             }
         }
@@ -65,7 +67,8 @@ impl Engine {
                 405,
                 &json!({"error": "method_not_allowed", "read_only": true}),
             );
-            r.headers.push(("allow", "GET, HEAD".to_string()));
+            r.headers
+                .push(("allow", HeaderText::from_static("GET, HEAD")));
             return r;
         }
         route(self, method, path, body)
@@ -124,7 +127,7 @@ fn route(engine: &Engine, method: &str, target: &str, body: &[u8]) -> GatewayRes
         } else {
             allowed
         };
-        r.headers.push(("allow", allow.to_string()));
+        r.headers.push(("allow", HeaderText::from_static(allow)));
         return r;
     }
     let shared = &engine.inner.shared;
@@ -231,8 +234,13 @@ fn reject_malformed(
         ratelimit: None,
         error: None,
     });
-    error_response(status, outcome.as_str(), "-", instance, &rid, &[])
-        .with_evidence(live.set.server.evidence_headers)
+    let ids = ErrorIds {
+        route_json: "\"-\"",
+        instance: live.set.server.evidence_headers.then_some(&live.instance),
+        instance_json: &live.instance_json,
+        request_id: &HeaderText::from(rid),
+    };
+    error_response(status, outcome.as_str(), ids, None)
 }
 
 /// The installed global store, for the quota endpoints of global routes.

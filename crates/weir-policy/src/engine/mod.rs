@@ -257,6 +257,7 @@ impl Engine {
         self.inner.shared.live.store(Arc::new(Live {
             revision: cur.revision,
             instance: HeaderText::from(set.server.instance.clone()),
+            instance_json: crate::response::json_string(&set.server.instance),
             set: Arc::new(set),
             routes: cur.routes.clone(),
             upstreams: cur.upstreams.clone(),
