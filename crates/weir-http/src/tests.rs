@@ -811,6 +811,11 @@ fn chunk_encoding() {
     push_u64(&mut n, 0);
     push_u64(&mut n, 1234567890);
     assert_eq!(n, b"01234567890");
+    for v in [9, 10, 99, 100, u64::MAX] {
+        let mut n = b"x".to_vec();
+        push_u64(&mut n, v);
+        assert_eq!(n, format!("x{v}").into_bytes());
+    }
 }
 
 #[test]

@@ -120,12 +120,12 @@ pub(crate) fn error_response(
 /// instructions per 429 (docs/BENCHMARKS.md, "User space per rejected request"). Only the
 /// reason and the request id (which a client may send) are checked for escapes here.
 fn error_body(reason: &str, ids: ErrorIds<'_>, retry_after: Option<u64>) -> Vec<u8> {
-    let rid = ids.request_id.as_str();
+    let rid = ids.request_id.as_bytes();
     let mut out = Vec::with_capacity(
         64 + reason.len() + ids.instance_json.len() + rid.len() + ids.route_json.len(),
     );
     out.extend_from_slice(b"{\"error\":");
-    push_json_str(&mut out, reason);
+    push_json_str(&mut out, reason.as_bytes());
     out.extend_from_slice(b",\"instance\":");
     out.extend_from_slice(ids.instance_json.as_bytes());
     out.extend_from_slice(b",\"request_id\":");
@@ -144,22 +144,29 @@ fn error_body(reason: &str, ids: ErrorIds<'_>, retry_after: Option<u64>) -> Vec<
 /// error body that are the same for every response of a config revision.
 pub(crate) fn json_string(s: &str) -> Box<str> {
     let mut out = Vec::with_capacity(s.len() + 2);
-    push_json_str(&mut out, s);
+    push_json_str(&mut out, s.as_bytes());
     // JSON text made from a `str` is UTF-8.
     String::from_utf8(out).unwrap_or_default().into_boxed_str()
 }
 
-/// Appends `s` as a JSON string, byte for byte as serde_json writes it: as it is when no
-/// byte needs an escape (no `"`, `\` or control character below 0x20; serde_json leaves
-/// everything else, non-ASCII included, unescaped), else through serde_json.
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    if !needs_json_escape(s.as_bytes()) {
+/// Appends the UTF-8 text `s` as a JSON string, byte for byte as serde_json writes it: as
+/// it is when no byte needs an escape (no `"`, `\` or control character below 0x20;
+/// serde_json leaves everything else, non-ASCII included, unescaped), else through
+/// serde_json. Taking bytes spares the request id ([`HeaderText`], UTF-8 by construction) a
+/// UTF-8 check on the usual path.
+fn push_json_str(out: &mut Vec<u8>, s: &[u8]) {
+    if !needs_json_escape(s) {
         out.reserve(s.len() + 2);
         out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(s);
         out.push(b'"');
-    } else if serde_json::to_writer(&mut *out, s).is_err() {
-        // Writing into a Vec cannot fail; keep the object well-formed all the same.
+    } else if core::str::from_utf8(s)
+        .map_err(|_| ())
+        .and_then(|s| serde_json::to_writer(&mut *out, s).map_err(|_| ()))
+        .is_err()
+    {
+        // Not text, or (never: the writer is a Vec) a write error: keep the object
+        // well-formed all the same.
         out.extend_from_slice(b"\"\"");
     }
 }
@@ -285,7 +292,7 @@ mod tests {
             ascii.push_str(&String::from_utf8(odd).unwrap());
             for s in [s, ascii] {
                 let mut out = b"x".to_vec();
-                super::push_json_str(&mut out, &s);
+                super::push_json_str(&mut out, s.as_bytes());
                 let mut want = b"x".to_vec();
                 serde_json::to_writer(&mut want, &s).unwrap();
                 proptest::prop_assert_eq!(out, want);

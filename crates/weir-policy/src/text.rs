@@ -79,10 +79,14 @@ pub(crate) fn dec_len(n: u64) -> usize {
 }
 
 /// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery).
+/// The digits go in as `char`s: a `str` of them would cost a UTF-8 check (~45
+/// instructions, more than the digits of a `RateLimit` field take to push).
 pub(crate) fn push_u64(s: &mut String, n: u64) {
     let (buf, i) = digits(n);
-    // Only ASCII digits were written.
-    s.push_str(core::str::from_utf8(&buf[i..]).unwrap_or_default());
+    s.reserve(buf.len() - i);
+    for &d in &buf[i..] {
+        s.push(char::from(d));
+    }
 }
 
 /// [`push_u64`] onto bytes (a JSON body).
@@ -188,6 +192,9 @@ mod tests {
             let mut s = String::from("x");
             super::push_u64(&mut s, n);
             assert_eq!(s, format!("x{n}"));
+            let mut b = b"y".to_vec();
+            super::push_u64_bytes(&mut b, n);
+            assert_eq!(b, format!("y{n}").into_bytes());
             assert_eq!(super::dec_len(n), n.to_string().len());
         }
         let id = HeaderText::from_ascii(*b"0123abcd");
