@@ -14,11 +14,10 @@
 //! when its own deadline passes; a timer that fires while no operation waits merely wakes
 //! the connection's task once, which then polls what it is waiting for.
 //!
-//! A timer remembers one task: monoio (0.2.4, `StateCell::poll` in its timer driver) stores
-//! the waker of the first poll and keeps it until the timer fires, where tokio replaces it on
-//! every poll. An upstream connection moves between tasks through the idle pool, so before it
-//! goes there it gets a fresh timer ([`Conn::release_timer`]); with the old one, the next
-//! task's read would wake the previous task at its deadline and wait on past it.
+//! A timer wakes the task that polled it last, so an upstream connection keeps its timer as
+//! it moves between tasks through the idle pool. (Published monoio 0.2.4 kept the first
+//! poller's waker until the timer fired, and the next task's read would wait on past its
+//! deadline; `vendor/monoio` carries the fix, see vendor/README.md.)
 //!
 //! Reads on the io_uring driver go through a multishot receive (`RecvMulti`, from the
 //! monoio patch in `vendor/monoio`): armed once per connection, it keeps receiving into the
@@ -97,13 +96,6 @@ impl Conn {
             // Not on the timer wheel until the first timed operation sets its deadline.
             timer: Box::pin(monoio::time::sleep(Duration::from_secs(3600))),
         }
-    }
-
-    /// Gives the connection a timer no task has polled yet, so that the next task to use it
-    /// is the one its deadlines wake (see the module docs); the old timer leaves the wheel
-    /// as it drops. For a connection that is about to pass to another task.
-    pub(crate) fn release_timer(&mut self) {
-        self.timer = Box::pin(monoio::time::sleep(Duration::from_secs(3600)));
     }
 
     /// Bytes read and not yet consumed.

@@ -40,12 +40,10 @@ impl Pool {
     }
 
     /// Returns a connection whose last exchange completed cleanly.
-    pub(crate) fn put(&self, addr: SocketAddr, mut conn: Conn) {
+    pub(crate) fn put(&self, addr: SocketAddr, conn: Conn) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(addr).or_default();
         if list.len() < MAX_IDLE_PER_ENDPOINT {
-            // The next task to take it must be the one its timer wakes.
-            conn.release_timer();
             list.push((conn, Instant::now()));
         }
     }
@@ -96,7 +94,8 @@ mod tests {
     use crate::io::IoFail;
 
     /// A connection's timer once kept the waker of the task that pooled it: the next task's
-    /// read on it was never woken at its deadline (see `io.rs`).
+    /// read on it was never woken at its deadline (see `io.rs` and the timer fix in
+    /// vendor/README.md).
     #[test]
     fn a_pooled_connection_times_out_for_the_task_that_took_it() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

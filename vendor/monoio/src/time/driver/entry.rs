@@ -131,9 +131,13 @@ impl StateCell {
         // We must register first. This ensures that either `fire` will
         // observe the new waker, or we will observe a racing fire to have set
         // the state, or both.
+        //
+        // The waker of the latest poll replaces an earlier one (as `Future::poll` requires:
+        // a timer that passes from task to task must wake the task that polled it last).
         let mut w = self.waker.0.borrow_mut();
-        if w.is_none() {
-            let _ = w.insert(waker.clone());
+        match &*w {
+            Some(old) if old.will_wake(waker) => {}
+            _ => *w = Some(waker.clone()),
         }
 
         self.read_state()
