@@ -426,20 +426,11 @@ fn push_sanitized(out: &mut Vec<u8>, v: &[u8]) {
     }
 }
 
-/// Append the decimal digits of `n` (made on the stack and copied once: growing `out` by
-/// `resize` and filling it in place cost three times as much for a `content-length`).
-pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+/// Append the decimal digits of `n` (`itoa`: two digits per step from a table, on the
+/// stack, then one copy; growing `out` by `resize` and filling it in place cost three
+/// times as much for a `content-length`).
+pub fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The standard reason phrase of `status` (`""` for unknown codes).
