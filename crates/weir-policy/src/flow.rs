@@ -20,7 +20,8 @@ use crate::quota::ledger::Writer;
 use crate::quota::service::{Ask, Held};
 use crate::ratelimit::service::{Checked, Store};
 use crate::response::{
-    ErrorIds, GatewayResponse, acceptable_request_id, error_response, fallback_response,
+    ErrorIds, GatewayResponse, NO_ROUTE_JSON, acceptable_request_id, error_response,
+    fallback_response,
 };
 use crate::retry::service::RetryState;
 use crate::runtime::{Live, RouteRuntime, Shared};
@@ -420,12 +421,8 @@ impl Flow {
 
     /// The ids a response the gateway makes carries, prepared per revision.
     fn error_ids(&self) -> ErrorIds<'_> {
-        ErrorIds {
-            route_json: self.route.as_ref().map_or("\"-\"", |r| &r.id_json),
-            instance: self.evidence().then_some(&self.live.instance),
-            instance_json: &self.live.instance_json,
-            request_id: &self.request_id,
-        }
+        let route = self.route.as_ref().map_or(NO_ROUTE_JSON, |r| &r.id_json);
+        self.live.error_ids(route, &self.request_id)
     }
 
     /// The fallback when configured, else the gateway error.

@@ -74,7 +74,7 @@ const ERROR_HEADERS: usize = 10;
 /// ([`json_string`]), so that a rejection copies them instead of checking every byte again.
 #[derive(Clone, Copy)]
 pub(crate) struct ErrorIds<'a> {
-    /// The route id as a JSON string (`"-"` without a route).
+    /// The route id as a JSON string ([`NO_ROUTE_JSON`] without a route).
     pub route_json: &'a str,
     /// `x-weir-instance`; `None` leaves the header out (`[server] evidence_headers = false`).
     pub instance: Option<&'a HeaderText>,
@@ -83,6 +83,9 @@ pub(crate) struct ErrorIds<'a> {
     /// `x-request-id`.
     pub request_id: &'a HeaderText,
 }
+
+/// The route of a response made before a route was found, as a JSON string.
+pub(crate) const NO_ROUTE_JSON: &str = "\"-\"";
 
 /// The gateway's own error response: JSON body, `x-weir-reason`, ids, and `retry_after`
 /// in the body when the client is told when to come back.

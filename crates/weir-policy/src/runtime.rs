@@ -10,7 +10,7 @@ use crate::policy::{PolicySet, RoutePolicy, UpstreamSettings};
 use crate::quota::ledger::RouteLedger;
 use crate::quota::service::Ledgers;
 use crate::ratelimit::service::RateLimiter;
-use crate::response::json_string;
+use crate::response::{ErrorIds, json_string};
 use crate::retry::service::Retry;
 use crate::store::GlobalStore;
 use crate::text::HeaderText;
@@ -98,6 +98,22 @@ impl Live {
             .map_or(std::time::Duration::from_millis(100), |s| s.timeout)
     }
 
+    /// What the gateway's own responses of this revision say about the request: the route
+    /// (as a JSON string, [`NO_ROUTE_JSON`](crate::response::NO_ROUTE_JSON) without one), the instance when
+    /// `[server] evidence_headers` is on, and the request id.
+    pub(crate) fn error_ids<'a>(
+        &'a self,
+        route_json: &'a str,
+        request_id: &'a HeaderText,
+    ) -> ErrorIds<'a> {
+        ErrorIds {
+            route_json,
+            instance: self.set.server.evidence_headers.then_some(&self.instance),
+            instance_json: &self.instance_json,
+            request_id,
+        }
+    }
+
     /// Revision `revision` of `set`; state of unchanged policies is taken from `old`.
     pub(crate) fn build(
         revision: u64,
@@ -135,16 +151,22 @@ impl Live {
                 Arc::new(rt)
             })
             .collect();
+        let (instance, instance_json) = instance_texts(&set.server.instance);
         Live {
             revision,
             upstreams,
-            instance: HeaderText::from(set.server.instance.clone()),
-            instance_json: json_string(&set.server.instance),
+            instance,
+            instance_json,
             set,
             routes,
             ledgers,
         }
     }
+}
+
+/// The instance name as `x-weir-instance` and as a JSON string, made once per revision.
+pub(crate) fn instance_texts(name: &str) -> (HeaderText, Box<str>) {
+    (HeaderText::from(name.to_string()), json_string(name))
 }
 
 fn route_runtime(

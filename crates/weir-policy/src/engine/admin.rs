@@ -5,7 +5,7 @@ use super::{Engine, RollbackError};
 use crate::accesslog::{Record, now_rfc3339};
 use crate::descriptor::{Headers, bearer_token};
 use crate::outcome::Outcome;
-use crate::response::{ErrorIds, GatewayResponse, acceptable_request_id, error_response};
+use crate::response::{GatewayResponse, NO_ROUTE_JSON, acceptable_request_id, error_response};
 use crate::runtime::Shared;
 use crate::text::HeaderText;
 use serde_json::json;
@@ -234,13 +234,13 @@ fn reject_malformed(
         ratelimit: None,
         error: None,
     });
-    let ids = ErrorIds {
-        route_json: "\"-\"",
-        instance: live.set.server.evidence_headers.then_some(&live.instance),
-        instance_json: &live.instance_json,
-        request_id: &HeaderText::from(rid),
-    };
-    error_response(status, outcome.as_str(), ids, None)
+    let rid = HeaderText::from(rid);
+    error_response(
+        status,
+        outcome.as_str(),
+        live.error_ids(NO_ROUTE_JSON, &rid),
+        None,
+    )
 }
 
 /// The installed global store, for the quota endpoints of global routes.

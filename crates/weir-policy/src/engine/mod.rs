@@ -20,7 +20,6 @@ use crate::policy::*;
 use crate::quota::service::open_ledgers;
 use crate::runtime::{Live, Shared};
 use crate::store::GlobalStore;
-use crate::text::HeaderText;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -254,10 +253,11 @@ impl Engine {
         let mut set = (*cur.set).clone();
         set.server = Arc::new(overrides::apply(&cur.set.server, &o)?);
         self.control().overrides = o;
+        let (instance, instance_json) = crate::runtime::instance_texts(&set.server.instance);
         self.inner.shared.live.store(Arc::new(Live {
             revision: cur.revision,
-            instance: HeaderText::from(set.server.instance.clone()),
-            instance_json: crate::response::json_string(&set.server.instance),
+            instance,
+            instance_json,
             set: Arc::new(set),
             routes: cur.routes.clone(),
             upstreams: cur.upstreams.clone(),
