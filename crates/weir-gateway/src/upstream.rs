@@ -20,10 +20,25 @@ use crate::io::Conn;
 /// Most idle connections kept per endpoint and worker.
 const MAX_IDLE_PER_ENDPOINT: usize = 256;
 
+/// Idle connections by endpoint. Hashed with ahash, not std's SipHash: the map is looked up
+/// twice per proxied request (take and put), and SipHash of a `SocketAddr` cost ~230
+/// instructions a lookup in the gateway's profile; the keys are configured endpoints, not
+/// client input, so there is no flooding to resist (and the seeds are fixed).
+type IdleMap = HashMap<SocketAddr, Vec<(Conn, Instant)>, ahash::RandomState>;
+
 /// The idle connections of one worker, by endpoint.
-#[derive(Default)]
 pub(crate) struct Pool {
-    idle: RefCell<HashMap<SocketAddr, Vec<(Conn, Instant)>>>,
+    idle: RefCell<IdleMap>,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        let seeds =
+            ahash::RandomState::with_seeds(0x7765_6972, 0x706f_6f6c, 0x6964_6c65, 0x6d61_7073);
+        Pool {
+            idle: RefCell::new(IdleMap::with_hasher(seeds)),
+        }
+    }
 }
 
 impl Pool {

@@ -140,6 +140,10 @@ struct Entry {
 pub struct Headers {
     raw: Vec<u8>,
     entries: Vec<Entry>,
+    /// Some `Connection` field lists an element other than `keep-alive`, i.e. nominates a
+    /// field as hop-by-hop (`close` included: a field named `Close` would be dropped). Found
+    /// while parsing, so the writers look for nominations only in the heads that have them.
+    nominates: bool,
 }
 
 impl Headers {
@@ -158,13 +162,6 @@ impl Headers {
         self.entries
             .iter()
             .map(|e| (self.str_at(e.name), &self.raw[e.value.range()]))
-    }
-
-    /// `(name, value)` pairs in order as bytes (no UTF-8 check of the names), for the writers.
-    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.entries
-            .iter()
-            .map(|e| (&self.raw[e.name.range()], &self.raw[e.value.range()]))
     }
 
     /// Bytes of the head these headers were parsed from (an upper bound of their size).
@@ -211,8 +208,33 @@ impl Headers {
         &self.raw[s.range()]
     }
 
-    /// Replace the contents with a copy of `head` and the header ranges of `parsed`.
-    fn fill(&mut self, head: &[u8], parsed: &[httparse::Header<'_>]) {
+    /// Whether a `Connection` field nominates anything but `keep-alive` (see the field).
+    pub(crate) fn nominates(&self) -> bool {
+        self.nominates
+    }
+
+    /// The fields as offsets into [`Self::raw`]: name start, name end, value start, value
+    /// end. An empty value is `0..0`.
+    pub(crate) fn spans(&self) -> impl Iterator<Item = [usize; 4]> + '_ {
+        self.entries.iter().map(|e| {
+            [
+                e.name.start as usize,
+                e.name.end as usize,
+                e.value.start as usize,
+                e.value.end as usize,
+            ]
+        })
+    }
+
+    /// The head these headers were parsed from, as received (line endings checked).
+    pub(crate) fn raw(&self) -> &[u8] {
+        &self.raw
+    }
+
+    /// Replace the contents with a copy of `head` and the header ranges of `parsed`;
+    /// `nominates` as found by [`derive`].
+    fn fill(&mut self, head: &[u8], parsed: &[httparse::Header<'_>], nominates: bool) {
+        self.nominates = nominates;
         self.raw.clear();
         self.raw.extend_from_slice(head);
         self.entries.clear();
@@ -420,7 +442,7 @@ pub fn parse_request_into(
     limits: &Limits,
 ) -> Result<Option<usize>, HttpError> {
     checked_request(buf, limits, |c| {
-        head.headers.fill(c.raw, c.headers);
+        head.headers.fill(c.raw, c.headers, c.derived.nominates);
         head.method = Span::of(c.raw, c.method.as_bytes());
         head.target = Span::of(c.raw, c.target.as_bytes());
         head.version = c.version;
@@ -586,7 +608,7 @@ pub fn parse_response_into(
             "transfer-encoding in an HTTP/1.0 response",
         )?
     };
-    head.headers.fill(raw, resp.headers);
+    head.headers.fill(raw, resp.headers, d.nominates);
     head.status = status;
     head.reason = Span::of(raw, reason.as_bytes());
     head.version = version;
@@ -697,6 +719,8 @@ struct Derived<'b> {
     te: Te,
     conn_close: bool,
     conn_keep_alive: bool,
+    /// A `Connection` element other than `keep-alive` (see [`Headers::nominates`]).
+    nominates: bool,
     expect_continue: bool,
     host: Option<&'b [u8]>,
 }
@@ -755,6 +779,7 @@ fn derive<'b>(headers: &[httparse::Header<'b>]) -> Result<Derived<'b>, &'static 
         te: Te::Absent,
         conn_close: false,
         conn_keep_alive: false,
+        nominates: false,
         expect_continue: false,
         host: None,
     };
@@ -775,10 +800,13 @@ fn derive<'b>(headers: &[httparse::Header<'b>]) -> Result<Derived<'b>, &'static 
             }
             10 if name.eq_ignore_ascii_case(b"connection") => {
                 for t in list_elements(h.value) {
-                    if t.eq_ignore_ascii_case(b"close") {
-                        d.conn_close = true;
-                    } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    if t.eq_ignore_ascii_case(b"keep-alive") {
                         d.conn_keep_alive = true;
+                    } else {
+                        d.nominates = true;
+                        if t.eq_ignore_ascii_case(b"close") {
+                            d.conn_close = true;
+                        }
                     }
                 }
             }

@@ -100,7 +100,9 @@ mod tests;
 /// Fuzzing entry point: feeds `data` to every parser and checks invariants that must hold for
 /// any input (never panics on its own account; panics only when an invariant breaks):
 /// a complete request head re-serialized by [`write_request_head`] parses back to the same
-/// method, target and end-to-end headers; chunked decoding in one call and byte by byte agree.
+/// method, target and end-to-end headers; every head the writers make of a parsed head holds
+/// no NUL and no CR or LF outside its line endings (the writers copy received lines whole, on
+/// the strength of httparse's checks); chunked decoding in one call and byte by byte agree.
 #[doc(hidden)]
 pub fn fuzz_parse(data: &[u8]) {
     let limits = Limits {
@@ -119,6 +121,7 @@ pub fn fuzz_parse(data: &[u8]) {
         assert!(len <= data.len());
         let mut out = Vec::new();
         write_request_head(&head, head.framing(), &[], &mut out);
+        assert_lines_intact(&out);
         match parse_request(
             &out,
             &Limits {
@@ -144,11 +147,32 @@ pub fn fuzz_parse(data: &[u8]) {
         }
     }
     for was_head in [false, true] {
-        if let Ok(Parsed::Complete(_, len)) = parse_response(data, 64 * 1024, was_head) {
+        if let Ok(Parsed::Complete(head, len)) = parse_response(data, 64 * 1024, was_head) {
             assert!(len <= data.len());
+            let mut out = Vec::new();
+            write_response_head(&head, head.framing(), &[], &mut out);
+            assert_lines_intact(&out);
         }
     }
     fuzz_chunked(data);
+}
+
+/// `head` has no NUL, and every CR in it is followed by LF and every LF preceded by CR: no
+/// byte of a field can end its line or start another.
+fn assert_lines_intact(head: &[u8]) {
+    for (i, &b) in head.iter().enumerate() {
+        let ok = match b {
+            0 => false,
+            b'\r' => head.get(i + 1) == Some(&b'\n'),
+            b'\n' => i > 0 && head[i - 1] == b'\r',
+            _ => true,
+        };
+        assert!(
+            ok,
+            "byte {b:#04x} at {i} of a written head: {:?}",
+            String::from_utf8_lossy(head)
+        );
+    }
 }
 
 /// Fuzzing entry point for the chunked decoder: whole-buffer and byte-at-a-time decoding must

@@ -476,6 +476,24 @@ x-weir-instance: gw-a\r\ncontent-length: 2\r\n\r\n"
     );
 }
 
+/// Fields received as `name: value` CRLF are copied as received, several at a time; fields
+/// written otherwise (no space or several after the colon, trailing spaces, an empty value)
+/// come out as `name: value`. Either way the order is kept and dropped fields are left out.
+#[test]
+fn received_lines_are_copied_and_others_rewritten() {
+    let (h, _) = ok(
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nX-Two:2\r\nX-Three:   3  \r\n\
+Connection: x-gone\r\nX-Gone: g\r\nX-Four: 4\r\nX-Empty:\r\nX-Five: 5\r\nX-Six: 6\r\n\r\n",
+    );
+    let mut out = Vec::new();
+    write_request_head(&h, h.framing(), &[("x-five", b"new")], &mut out);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "GET / HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nX-Two: 2\r\nX-Three: 3\r\nX-Four: 4\r\n\
+X-Empty: \r\nX-Six: 6\r\nx-five: new\r\n\r\n"
+    );
+}
+
 /// `write_response_head` into a new buffer.
 fn rewrite_response(h: &ResponseHead, framing: BodyFraming, extra: &[(&str, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();

@@ -95,6 +95,9 @@ impl<'a> Nominated<'a> {
             len: 0,
             more: None,
         };
+        if !headers.nominates() {
+            return n;
+        }
         let tokens = headers
             .get_all("connection")
             .flat_map(list_elements)
@@ -122,14 +125,67 @@ impl<'a> Nominated<'a> {
     }
 }
 
+/// The `extra` headers of a head being written, with a mask of their name lengths (bit
+/// `len % 64`), so that a field whose name is of no extra's length is told apart without a
+/// comparison.
+struct Extra<'e, 'a> {
+    fields: &'e [(&'a str, &'a [u8])],
+    lengths: u64,
+}
+
+impl<'e, 'a> Extra<'e, 'a> {
+    fn new(fields: &'e [(&'a str, &'a [u8])]) -> Self {
+        let lengths = fields.iter().fold(0, |m, (n, _)| m | 1 << (n.len() % 64));
+        Extra { fields, lengths }
+    }
+
+    fn replaces(&self, name: &[u8]) -> bool {
+        self.lengths & 1 << (name.len() % 64) != 0
+            && self
+                .fields
+                .iter()
+                .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+    }
+}
+
 /// Whether a field named `name` of a head whose `Connection` fields nominate `nominated`, and
 /// classified `kind`, is left out because it is hop-by-hop or one of `extra` replaces it.
-fn skipped(kind: Field, name: &[u8], nominated: &Nominated<'_>, extra: &[(&str, &[u8])]) -> bool {
+fn skipped(kind: Field, name: &[u8], nominated: &Nominated<'_>, extra: &Extra<'_, '_>) -> bool {
     kind == Field::Dropped
         || (kind != Field::Host && nominated.contains(name))
-        || extra
-            .iter()
-            .any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
+        || extra.replaces(name)
+}
+
+/// Appends the fields of `hs` that `keep` keeps, in order. A field received exactly as
+/// `name: value` CRLF is copied as its line, and a run of such lines that lie next to each
+/// other in the received head as one piece; any other field is written as `name: value`
+/// by [`write_parsed`]. Copying received lines whole is safe for the same reason
+/// [`write_parsed`] need not check a name: httparse accepted every byte of them (a name is
+/// a token, a value holds no CR, LF or NUL; `parsed_lines_are_clean` checks this).
+fn write_fields(out: &mut Vec<u8>, hs: &Headers, mut keep: impl FnMut(&[u8]) -> bool) {
+    let raw = hs.raw();
+    // The run of received lines not yet copied, as a range of `raw`.
+    let (mut from, mut to) = (0, 0);
+    for [ns, ne, vs, ve] in hs.spans() {
+        let name = &raw[ns..ne];
+        if !keep(name) {
+            continue;
+        }
+        let exact =
+            vs == ne + 2 && raw.get(ne..vs) == Some(b": ") && raw.get(ve..ve + 2) == Some(b"\r\n");
+        if exact && ns == to {
+            to = ve + 2;
+            continue;
+        }
+        out.extend_from_slice(&raw[from..to]);
+        if exact {
+            (from, to) = (ns, ve + 2);
+        } else {
+            (from, to) = (0, 0);
+            write_parsed(out, name, &raw[vs..ve]);
+        }
+    }
+    out.extend_from_slice(&raw[from..to]);
 }
 
 /// Write the head of `req` for the upstream: `METHOD target HTTP/1.1`, the end-to-end headers
@@ -153,13 +209,11 @@ pub fn write_request_head(
     let hs = req.headers();
     out.reserve(hs.raw_len() + extra_len(extra) + 32);
     let nominated = Nominated::of(hs);
-    for (name, value) in hs.fields() {
+    let replaced = Extra::new(extra);
+    write_fields(out, hs, |name| {
         let kind = field(name);
-        if kind == Field::Expect || skipped(kind, name, &nominated, extra) {
-            continue;
-        }
-        write_parsed(out, name, value);
-    }
+        kind != Field::Expect && !skipped(kind, name, &nominated, &replaced)
+    });
     finish(out, framing, None, extra);
 }
 
@@ -189,12 +243,10 @@ pub fn write_response_head(
     let hs = resp.headers();
     out.reserve(hs.raw_len() + extra_len(extra) + 32);
     let nominated = Nominated::of(hs);
-    for (name, value) in hs.fields() {
-        if skipped(field(name), name, &nominated, extra) {
-            continue;
-        }
-        write_parsed(out, name, value);
-    }
+    let replaced = Extra::new(extra);
+    write_fields(out, hs, |name| {
+        !skipped(field(name), name, &nominated, &replaced)
+    });
     let keep_cl = match framing {
         BodyFraming::None => hs.get("content-length"),
         _ => None,
