@@ -5,9 +5,10 @@
 //! `buf[start..]`; reads append after them (compacting first when the tail is short), so a
 //! head or body that arrives in pieces is parsed from one contiguous slice without copies.
 //!
-//! Deadlines: each connection owns one timer (a pinned `monoio::time::Sleep`) that every
-//! timed read and write re-arms, instead of a `monoio::time::timeout` per operation (a timer
-//! wheel insert and remove for every read and write). Moving the deadline later — the common
+//! Deadlines: each connection owns one timer (a pinned `monoio::time::Sleep`) that a timed
+//! read or write re-arms when it has to wait, instead of a `monoio::time::timeout` per
+//! operation (a timer wheel insert and remove for every read and write); an operation that
+//! completes when first polled touches neither the timer nor the clock. Moving the deadline later — the common
 //! case, one operation after another — only records the new time (monoio's timer, like
 //! tokio's, re-files an entry when it comes due with a later deadline); moving it earlier
 //! re-files the entry at once. An operation still ends with [`IoFail::Timeout`] exactly
@@ -68,18 +69,39 @@ pub(crate) struct Conn {
     timer: Pin<Box<Sleep>>,
 }
 
+/// When a timed operation gives up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Deadline {
+    /// At this instant.
+    At(Instant),
+    /// This long after the operation first has to wait (an inactivity timeout): the clock
+    /// is read only then, not for an operation that completes when first polled.
+    After(Duration),
+}
+
 /// Runs `op` until it completes (`Some`) or `deadline` passes (`None`), on `timer`. Polls
-/// `op` first, as `monoio::time::timeout` does.
+/// `op` first, as `monoio::time::timeout` does, and arms the timer only when `op` has to
+/// wait: a read whose bytes are already there (a multishot receive's usual case under
+/// load) costs no timer and no clock read. A deadline already past ends a waiting `op`
+/// at once (monoio fires a timer set in the past when it is set).
 async fn timed<F: Future>(
     timer: &mut Pin<Box<Sleep>>,
-    deadline: Instant,
+    deadline: Deadline,
     op: F,
 ) -> Option<F::Output> {
-    timer.as_mut().reset(deadline.into());
     let mut op = core::pin::pin!(op);
+    let mut armed = false;
     core::future::poll_fn(|cx| {
         if let Poll::Ready(v) = op.as_mut().poll(cx) {
             return Poll::Ready(Some(v));
+        }
+        if !armed {
+            armed = true;
+            let at = match deadline {
+                Deadline::At(at) => at,
+                Deadline::After(idle) => Instant::now() + idle,
+            };
+            timer.as_mut().reset(at.into());
         }
         timer.as_mut().poll(cx).map(|()| None)
     })
@@ -119,11 +141,18 @@ impl Conn {
     }
 
     /// Reads once more into the buffer (at least one byte) before `deadline`; EOF is
-    /// [`IoFail::Eof`].
+    /// [`IoFail::Eof`]. Bytes already received are taken even when `deadline` has passed;
+    /// a read that has to wait then ends with [`IoFail::Timeout`] at once.
     pub(crate) async fn fill_until(&mut self, deadline: Instant) -> Result<usize, IoFail> {
-        if deadline <= Instant::now() {
-            return Err(IoFail::Timeout);
-        }
+        self.fill(Deadline::At(deadline)).await
+    }
+
+    /// [`fill_until`](Self::fill_until) under an inactivity timeout.
+    pub(crate) async fn fill_within(&mut self, idle: Duration) -> Result<usize, IoFail> {
+        self.fill(Deadline::After(idle)).await
+    }
+
+    async fn fill(&mut self, deadline: Deadline) -> Result<usize, IoFail> {
         if self.start > self.buf.len() {
             self.start = 0;
         }
@@ -158,11 +187,6 @@ impl Conn {
         }
     }
 
-    /// [`fill_until`](Self::fill_until) under an inactivity timeout.
-    pub(crate) async fn fill_within(&mut self, idle: Duration) -> Result<usize, IoFail> {
-        self.fill_until(Instant::now() + idle).await
-    }
-
     fn make_room(&mut self) {
         if self.buf.capacity() - self.buf.len() >= MIN_READ {
             return;
@@ -182,7 +206,7 @@ impl Conn {
         out: Vec<u8>,
         idle: Duration,
     ) -> (Result<(), IoFail>, Vec<u8>) {
-        let deadline = Instant::now() + idle;
+        let deadline = Deadline::After(idle);
         match timed(&mut self.timer, deadline, self.stream.write_all(out)).await {
             None => (Err(IoFail::Timeout), Vec::new()),
             Some((Ok(_), mut out)) => {
@@ -203,6 +227,7 @@ impl Conn {
         buf: Vec<u8>,
         deadline: Instant,
     ) -> (Result<(), IoFail>, Vec<u8>) {
+        let deadline = Deadline::At(deadline);
         match timed(&mut self.timer, deadline, self.stream.write_all(buf)).await {
             None => (Err(IoFail::Timeout), Vec::new()),
             Some((Ok(_), buf)) => (Ok(()), buf),
@@ -216,7 +241,7 @@ impl Conn {
         bytes: &'static [u8],
         idle: Duration,
     ) -> Result<(), IoFail> {
-        let deadline = Instant::now() + idle;
+        let deadline = Deadline::After(idle);
         match timed(&mut self.timer, deadline, self.stream.write_all(bytes)).await {
             None => Err(IoFail::Timeout),
             Some((Ok(_), _)) => Ok(()),
@@ -226,7 +251,7 @@ impl Conn {
 
     /// Half-closes the write side (best effort) so the peer sees EOF promptly.
     pub(crate) async fn shutdown(&mut self) {
-        let deadline = Instant::now() + Duration::from_millis(100);
+        let deadline = Deadline::After(Duration::from_millis(100));
         let _ = timed(&mut self.timer, deadline, self.stream.shutdown()).await;
     }
 }
@@ -449,5 +474,56 @@ mod tests {
             false
         });
         assert!(closed, "the peer never saw the connection close");
+    }
+
+    /// A read past its deadline still takes bytes that have arrived; one that would have to
+    /// wait ends with a timeout at once (the timer is armed only then, in the past), on both
+    /// drivers.
+    #[test]
+    fn a_read_past_its_deadline_takes_what_is_there_and_never_waits() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            for _ in 0..2 {
+                let (mut s, _) = listener.accept().unwrap();
+                thread::spawn(move || {
+                    s.write_all(b"a").unwrap();
+                    thread::sleep(Duration::from_millis(30));
+                    s.write_all(b"bc").unwrap();
+                    // Stays open, silent.
+                    thread::sleep(Duration::from_secs(5));
+                });
+            }
+        });
+        let check = || async move {
+            let stream = TcpStream::connect_addr(addr).await.unwrap();
+            let mut conn = Conn::new(stream);
+            // The first read (which arms the multishot receive) waits for "a"; then "bc"
+            // lands while nobody reads.
+            conn.fill_within(Duration::from_secs(5)).await.unwrap();
+            assert_eq!(conn.data(), b"a");
+            conn.consume(1);
+            monoio::time::sleep(Duration::from_millis(100)).await;
+            let past = Instant::now() - Duration::from_millis(10);
+            conn.fill_until(past).await.unwrap();
+            assert_eq!(conn.data(), b"bc");
+            conn.consume(2);
+            let started = Instant::now();
+            let read = conn.fill_until(started - Duration::from_millis(10)).await;
+            assert!(matches!(read, Err(IoFail::Timeout)), "{read:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{:?}",
+                started.elapsed()
+            );
+        };
+        crate::worker::uring_runtime()
+            .expect("io_uring runtime")
+            .block_on(check());
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(check());
     }
 }

@@ -124,8 +124,10 @@ pub(crate) fn error_response(
 /// reason and the request id (which a client may send) are checked for escapes here.
 fn error_body(reason: &str, ids: ErrorIds<'_>, retry_after: Option<u64>) -> Vec<u8> {
     let rid = ids.request_id.as_bytes();
+    // The keys, punctuation and quotes take 64 bytes, `retry_after` up to 20 digits more:
+    // room for all of it, so the body is never moved while it is written.
     let mut out = Vec::with_capacity(
-        64 + reason.len() + ids.instance_json.len() + rid.len() + ids.route_json.len(),
+        96 + reason.len() + ids.instance_json.len() + rid.len() + ids.route_json.len(),
     );
     out.extend_from_slice(b"{\"error\":");
     push_json_str(&mut out, reason.as_bytes());
