@@ -8,12 +8,13 @@
 //! Deadlines: each connection owns one timer (a pinned `monoio::time::Sleep`) that a timed
 //! read or write re-arms when it has to wait, instead of a `monoio::time::timeout` per
 //! operation (a timer wheel insert and remove for every read and write); an operation that
-//! completes when first polled touches neither the timer nor the clock. Moving the deadline later — the common
-//! case, one operation after another — only records the new time (monoio's timer, like
-//! tokio's, re-files an entry when it comes due with a later deadline); moving it earlier
-//! re-files the entry at once. An operation still ends with [`IoFail::Timeout`] exactly
-//! when its own deadline passes; a timer that fires while no operation waits merely wakes
-//! the connection's task once, which then polls what it is waiting for.
+//! completes when first polled touches neither the timer nor the clock. Moving the deadline
+//! later — the common case, one operation after another — only records the new time
+//! (monoio's timer, like tokio's, re-files an entry when it comes due with a later
+//! deadline); moving it earlier re-files the entry at once. An operation still ends with
+//! [`IoFail::Timeout`] exactly when its own deadline passes; a timer that fires while no
+//! operation waits merely wakes the connection's task once, which then polls what it is
+//! waiting for.
 //!
 //! A timer wakes the task that polled it last, so an upstream connection keeps its timer as
 //! it moves between tasks through the idle pool. (Published monoio 0.2.4 kept the first

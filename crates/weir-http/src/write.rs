@@ -6,7 +6,9 @@
 //! the outgoing head always describes the outgoing body.
 //!
 //! Values written are sanitized: CR, LF and NUL become spaces, so a header value taken from
-//! config or a client can never split a message.
+//! config or a client can never split a message. Fields of a parsed head are the exception
+//! that needs no check: httparse refused those bytes in them, so their lines are copied as
+//! received (`fuzz_parse` asserts every head written from a parsed one keeps its lines).
 
 use crate::head::{BodyFraming, Headers, RequestHead, ResponseHead, list_elements};
 
@@ -161,7 +163,7 @@ fn skipped(kind: Field, name: &[u8], nominated: &Nominated<'_>, extra: &Extra<'_
 /// other in the received head as one piece; any other field is written as `name: value`
 /// by [`write_parsed`]. Copying received lines whole is safe for the same reason
 /// [`write_parsed`] need not check a name: httparse accepted every byte of them (a name is
-/// a token, a value holds no CR, LF or NUL; `parsed_lines_are_clean` checks this).
+/// a token, a value holds no CR, LF or NUL; `fuzz_parse` checks the written heads).
 fn write_fields(out: &mut Vec<u8>, hs: &Headers, mut keep: impl FnMut(&[u8]) -> bool) {
     let raw = hs.raw();
     // The run of received lines not yet copied, as a range of `raw`.
