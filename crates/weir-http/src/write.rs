@@ -232,9 +232,7 @@ pub fn write_response_head(
     extra: &[(&str, &[u8])],
     out: &mut Vec<u8>,
 ) {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    push_u64(out, u64::from(resp.status()));
-    out.push(b' ');
+    push_status(out, resp.status());
     let reason = if resp.reason().is_empty() {
         reason_phrase(resp.status())
     } else {
@@ -331,9 +329,7 @@ pub fn write_response_with<'h, N, V, I>(
         .map(|(n, v)| n.as_ref().len() + v.as_ref().len() + 4)
         .sum();
     out.reserve(128 + fields + if head_only { 0 } else { body.len() });
-    out.extend_from_slice(b"HTTP/1.1 ");
-    push_u64(out, u64::from(status));
-    out.push(b' ');
+    push_status(out, status);
     out.extend_from_slice(reason_phrase(status).as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
@@ -431,25 +427,53 @@ fn above(x: u64, n: u8) -> u64 {
     (x.wrapping_add(ONES * u64::from(127 - n)) | x) & HIGHS
 }
 
-/// ORs `test` over the words of `v` (the last one padded with `b'a'`, which no test here
-/// flags): header names and values are short, and for them per-byte loops and `memchr`'s
-/// set-up cost more than the work (~100 instructions a value, ~4 a byte of name, in the
-/// gateway's profile).
+/// ORs `test` over the words of `v`: header names and values are short, and for them
+/// per-byte loops and `memchr`'s set-up cost more than the work (~100 instructions a value,
+/// ~4 a byte of name, in the gateway's profile). The tests are "does any byte ...", so a
+/// byte may be tested twice: a tail is tested as the last eight bytes (overlapping the word
+/// before), and fewer than eight bytes as two overlapping halves padded with `b'a'`, which
+/// no test here flags — loads of a fixed size, where copying a tail of any length into a
+/// padded word was a `memcpy` call per name and per value.
 fn any_word(v: &[u8], test: impl Fn(u64) -> u64) -> bool {
-    let mut words = v.chunks_exact(8);
-    let mut hit = 0;
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        hit |= test(u64::from_le_bytes(b));
-    }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        let mut b = [b'a'; 8];
-        b[..tail.len()].copy_from_slice(tail);
-        hit |= test(u64::from_le_bytes(b));
-    }
-    hit != 0
+    /// `b'a'` in every byte.
+    const PAD: u64 = ONES * 0x61;
+    let n = v.len();
+    let x = match v {
+        [] => return false,
+        [b] => (PAD << 8) | u64::from(*b),
+        [a, .., b] if n < 4 => {
+            (PAD << 32)
+                | u64::from(u16::from_le_bytes([*a, v[1]]))
+                | (u64::from(u16::from_le_bytes([v[n - 2], *b])) << 16)
+        }
+        _ if n < 8 => u64::from(u32_at(v, 0)) | (u64::from(u32_at(v, n - 4)) << 32),
+        _ => {
+            let mut words = v.chunks_exact(8);
+            let mut hit = 0;
+            for w in &mut words {
+                hit |= test(u64_at(w, 0));
+            }
+            if !words.remainder().is_empty() {
+                hit |= test(u64_at(v, n - 8));
+            }
+            return hit != 0;
+        }
+    };
+    test(x) != 0
+}
+
+/// The four bytes of `v` from `at` (little-endian); `v` holds them.
+fn u32_at(v: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&v[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+/// The eight bytes of `v` from `at` (little-endian); `v` holds them.
+fn u64_at(v: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&v[at..at + 8]);
+    u64::from_le_bytes(b)
 }
 
 /// Whether `v` holds a CR, LF or NUL.
@@ -477,6 +501,36 @@ fn push_sanitized(out: &mut Vec<u8>, v: &[u8]) {
         }));
     } else {
         out.extend_from_slice(v);
+    }
+}
+
+/// Appends `HTTP/1.1 NNN ` (the status line up to its reason): a three-digit status, as
+/// every status is, in one copy of a fixed size.
+fn push_status(out: &mut Vec<u8>, status: u16) {
+    match u8::try_from(status / 100) {
+        Ok(h @ 1..=9) => {
+            let [t, u] = [(status / 10 % 10) as u8, (status % 10) as u8];
+            out.extend_from_slice(&[
+                b'H',
+                b'T',
+                b'T',
+                b'P',
+                b'/',
+                b'1',
+                b'.',
+                b'1',
+                b' ',
+                b'0' + h,
+                b'0' + t,
+                b'0' + u,
+                b' ',
+            ]);
+        }
+        _ => {
+            out.extend_from_slice(b"HTTP/1.1 ");
+            push_u64(out, u64::from(status));
+            out.push(b' ');
+        }
     }
 }
 
@@ -532,6 +586,15 @@ pub fn reason_phrase(status: u16) -> &'static str {
 mod word_tests {
     use proptest::prelude::*;
 
+    #[test]
+    fn status_lines_for_every_status() {
+        for status in [0u16, 7, 99, 100, 200, 429, 599, 999, 1000, u16::MAX] {
+            let mut out = b"x".to_vec();
+            super::push_status(&mut out, status);
+            assert_eq!(out, format!("xHTTP/1.1 {status} ").into_bytes());
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
         /// The word-at-a-time tests agree with the byte-at-a-time rules, at every length
@@ -548,7 +611,11 @@ mod word_tests {
             // Mostly clean bytes with the drawn ones mixed in, so both answers occur.
             let mut v2 = vec![b'x'; fill];
             v2.extend(&v[..v.len().min(2)]);
-            for v in [v, v2] {
+            // One drawn byte at any place of a short clean run: the overlapping loads of
+            // a tail and of a value under eight bytes must each see it.
+            let mut v3 = vec![b'x'; fill % 12];
+            v3.insert(fill % (v3.len() + 1), v.first().copied().unwrap_or(b'\r'));
+            for v in [v, v2, v3] {
                 prop_assert_eq!(
                     super::needs_sanitizing(&v),
                     v.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))

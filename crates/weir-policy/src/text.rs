@@ -4,36 +4,78 @@
 //! name, a route's `RateLimit-Policy`, the attempt count `1`), and the request id goes out
 //! twice (upstream and downstream). As `String`s each of those was a fresh allocation, a copy
 //! and a free per request, and once more in a frontend whose header map keeps values as
-//! [`bytes::Bytes`] (Pingora's `http::HeaderValue`). A `HeaderText` is UTF-8 text in a
-//! `Bytes`: built once (per config revision, per request), cloned by a reference count, and
-//! taken by such frontends without a copy ([`HeaderText::into_bytes`]).
+//! [`bytes::Bytes`] (Pingora's `http::HeaderValue`). A `HeaderText` is UTF-8 text in one of
+//! two forms: a `Bytes`, for values built once (static, or per config revision), cloned by a
+//! reference count and taken by such frontends without a copy
+//! ([`HeaderText::into_bytes`]); or, for short values made per request, the text itself
+//! held in place, which costs no allocation at all.
 
 use bytes::Bytes;
 
 /// A header value: UTF-8 text, cheap to clone (see the module docs).
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
-pub struct HeaderText(Bytes);
+#[derive(Clone)]
+pub struct HeaderText(Repr);
+
+/// Values up to this many bytes are held in place ([`Repr::Inline`]): the request id (32
+/// hex digits), a `RateLimit` field of a route id up to ~20 characters, `retry-after`,
+/// `x-weir-budget-ms`.
+const INLINE: usize = 40;
+
+#[derive(Clone)]
+enum Repr {
+    /// Static text, or text built once per config revision and shared by reference count.
+    Shared(Bytes),
+    /// Short text made per request (the request id, the `RateLimit` field, `retry-after`):
+    /// made, cloned and dropped without an allocation or a reference count. Held as
+    /// `Bytes`, each of those cost an allocation, a free and an atomic count per clone and
+    /// drop, a tenth of the gateway's user-space instructions per rejected request
+    /// (docs/BENCHMARKS.md, "short header values held in place").
+    Inline(Short),
+}
+
+/// Text of up to [`INLINE`] bytes, held in place. Only made from `str` (the type's
+/// invariant), so its bytes are UTF-8.
+#[derive(Clone, Copy)]
+struct Short {
+    len: u8,
+    bytes: [u8; INLINE],
+}
+
+impl Short {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
 
 impl HeaderText {
     /// A value from static text (no allocation, ever).
     pub const fn from_static(s: &'static str) -> HeaderText {
-        HeaderText(Bytes::from_static(s.as_bytes()))
+        HeaderText(Repr::Shared(Bytes::from_static(s.as_bytes())))
     }
 
     /// The value as text.
     pub fn as_str(&self) -> &str {
-        // Only ever built from `str`/`String` (the type's invariant), so this never fails.
-        core::str::from_utf8(&self.0).unwrap_or_default()
+        match &self.0 {
+            // Only ever built from `str`/`String` (the type's invariant), so this never fails.
+            Repr::Shared(b) => core::str::from_utf8(b).unwrap_or_default(),
+            Repr::Inline(s) => core::str::from_utf8(s.as_bytes()).unwrap_or_default(),
+        }
     }
 
     /// The value's bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Shared(b) => b,
+            Repr::Inline(s) => s.as_bytes(),
+        }
     }
 
-    /// The value as `Bytes` (shares the buffer).
+    /// The value as `Bytes` (shares the buffer of a shared value; copies a short one).
     pub fn into_bytes(self) -> Bytes {
-        self.0
+        match self.0 {
+            Repr::Shared(b) => b,
+            Repr::Inline(s) => Bytes::copy_from_slice(s.as_bytes()),
+        }
     }
 
     /// `n` in decimal; small counts (attempt numbers) are static.
@@ -45,46 +87,73 @@ impl HeaderText {
         }
     }
 
-    /// `n` in decimal, in a buffer of the exact size, without the formatting machinery
-    /// (`x-weir-budget-ms` is written per attempt; `to_string` of the `u128` that
-    /// `Duration::as_millis` returns cost several hundred instructions).
+    /// `n` in decimal, held in place, without the formatting machinery (`x-weir-budget-ms`
+    /// is written per attempt; `to_string` of the `u128` that `Duration::as_millis` returns
+    /// cost several hundred instructions).
     pub(crate) fn from_u64(n: u64) -> HeaderText {
-        HeaderText::from(decimal(n))
+        HeaderText::from_parts(&[itoa::Buffer::new().format(n)])
     }
 
-    /// ASCII text in one shared allocation: the value and its reference count live in one
-    /// block, so the first clone allocates nothing (a `Bytes` made from a `String` allocates
-    /// its shared header on the first clone). For values cloned on the request path, like
-    /// the request id (sent upstream and downstream). `text` must be ASCII; anything else
-    /// becomes an empty value (never the case for the callers: hex digits).
+    /// The concatenation of `parts`: held in place when short, else in one allocation of
+    /// the exact size. For values built per request from known pieces (a `RateLimit` field).
+    pub(crate) fn from_parts(parts: &[&str]) -> HeaderText {
+        let mut s = Short {
+            len: 0,
+            bytes: [0; INLINE],
+        };
+        let mut at = 0;
+        for p in parts {
+            let Some(to) = s.bytes.get_mut(at..at + p.len()) else {
+                return HeaderText::from(parts.concat());
+            };
+            to.copy_from_slice(p.as_bytes());
+            at += p.len();
+        }
+        s.len = at as u8;
+        HeaderText(Repr::Inline(s))
+    }
+
+    /// ASCII text (the request id's hex digits), held in place when short. Anything else
+    /// becomes an empty value (never the case for the callers).
     pub(crate) fn from_ascii<const N: usize>(text: [u8; N]) -> HeaderText {
         if !text.is_ascii() {
             return HeaderText::default();
         }
-        HeaderText(Bytes::from_owner(text))
+        let mut s = Short {
+            len: N as u8,
+            bytes: [0; INLINE],
+        };
+        match s.bytes.get_mut(..N) {
+            Some(to) => to.copy_from_slice(&text),
+            // ASCII is UTF-8.
+            None => return HeaderText::from(String::from_utf8(text.to_vec()).unwrap_or_default()),
+        }
+        HeaderText(Repr::Inline(s))
     }
 }
 
-/// `n` in decimal, in a `String` of the exact size ([`push_u64`]): for header values the
-/// gateway writes per response (`retry-after`, `x-weir-attempts`).
-pub(crate) fn decimal(n: u64) -> String {
-    let mut s = String::with_capacity(dec_len(n));
-    push_u64(&mut s, n);
-    s
+impl Default for HeaderText {
+    fn default() -> HeaderText {
+        HeaderText::from_static("")
+    }
 }
 
-/// The number of decimal digits of `n`.
-pub(crate) fn dec_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |l| l as usize + 1)
+impl PartialEq for HeaderText {
+    fn eq(&self, other: &HeaderText) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
 }
 
-/// Appends `n` in decimal (what `write!(s, "{n}")` does, without the formatting machinery:
-/// `itoa` writes two digits per step from a table, with no UTF-8 check of the result).
-pub(crate) fn push_u64(s: &mut String, n: u64) {
-    s.push_str(itoa::Buffer::new().format(n));
+impl Eq for HeaderText {}
+
+impl core::hash::Hash for HeaderText {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
 }
 
-/// [`push_u64`] onto bytes (a JSON body).
+/// Appends `n` in decimal to bytes (a JSON body): `itoa` writes two digits per step from
+/// a table, with no formatting machinery.
 pub(crate) fn push_u64_bytes(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
@@ -92,7 +161,7 @@ pub(crate) fn push_u64_bytes(out: &mut Vec<u8>, n: u64) {
 impl From<String> for HeaderText {
     /// Takes the string's buffer (no copy).
     fn from(s: String) -> HeaderText {
-        HeaderText(Bytes::from(s))
+        HeaderText(Repr::Shared(Bytes::from(s)))
     }
 }
 
@@ -123,7 +192,7 @@ impl AsRef<str> for HeaderText {
 
 impl AsRef<[u8]> for HeaderText {
     fn as_ref(&self) -> &[u8] {
-        &self.0
+        self.as_bytes()
     }
 }
 
@@ -167,18 +236,36 @@ mod tests {
         }
         for n in [0u64, 7, 10, 99, 1000, 29_999, 123_456_789, u64::MAX] {
             assert_eq!(HeaderText::from_u64(n), n.to_string().as_str());
-            assert_eq!(super::decimal(n), n.to_string());
-            let mut s = String::from("x");
-            super::push_u64(&mut s, n);
-            assert_eq!(s, format!("x{n}"));
             let mut b = b"y".to_vec();
             super::push_u64_bytes(&mut b, n);
             assert_eq!(b, format!("y{n}").into_bytes());
-            assert_eq!(super::dec_len(n), n.to_string().len());
         }
         let id = HeaderText::from_ascii(*b"0123abcd");
         assert_eq!(id, "0123abcd");
         assert_eq!(id.clone().into_bytes().as_ref(), b"0123abcd");
         assert_eq!(HeaderText::from_ascii([0xffu8, b'a']), "");
+    }
+
+    /// A value held in place and the same text shared are one value to every reader:
+    /// equal, hashed alike, the same bytes out; a value too long to be held in place is
+    /// kept whole.
+    #[test]
+    fn short_and_shared_values_agree() {
+        use std::hash::{BuildHasher, RandomState};
+        let hasher = RandomState::new();
+        for text in ["", "1", "\"all\";r=0;t=16", &"x".repeat(super::INLINE)] {
+            let short = HeaderText::from_parts(&[text]);
+            assert!(matches!(short.0, super::Repr::Inline(_)), "{text:?}");
+            let shared = HeaderText::from(text.to_string());
+            assert_eq!(short, shared);
+            assert_eq!(hasher.hash_one(&short), hasher.hash_one(&shared));
+            assert_eq!(short.as_str(), text);
+            assert_eq!(short.clone().into_bytes().as_ref(), text.as_bytes());
+        }
+        let long = "y".repeat(super::INLINE + 1);
+        let t = HeaderText::from_parts(&[&long[..3], &long[3..]]);
+        assert!(matches!(t.0, super::Repr::Shared(_)));
+        assert_eq!(t, long.as_str());
+        assert_eq!(HeaderText::from_parts(&["a", "", "bc"]), "abc");
     }
 }
