@@ -42,6 +42,21 @@ struct Short {
 }
 
 impl Short {
+    /// The concatenation of `parts` (UTF-8 text each), if it fits.
+    fn of<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> Option<Short> {
+        let mut s = Short {
+            len: 0,
+            bytes: [0; INLINE],
+        };
+        let mut at = 0;
+        for p in parts {
+            s.bytes.get_mut(at..at + p.len())?.copy_from_slice(p);
+            at += p.len();
+        }
+        s.len = at as u8;
+        Some(s)
+    }
+
     fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
@@ -97,20 +112,10 @@ impl HeaderText {
     /// The concatenation of `parts`: held in place when short, else in one allocation of
     /// the exact size. For values built per request from known pieces (a `RateLimit` field).
     pub(crate) fn from_parts(parts: &[&str]) -> HeaderText {
-        let mut s = Short {
-            len: 0,
-            bytes: [0; INLINE],
-        };
-        let mut at = 0;
-        for p in parts {
-            let Some(to) = s.bytes.get_mut(at..at + p.len()) else {
-                return HeaderText::from(parts.concat());
-            };
-            to.copy_from_slice(p.as_bytes());
-            at += p.len();
+        match Short::of(parts.iter().map(|p| p.as_bytes())) {
+            Some(s) => HeaderText(Repr::Inline(s)),
+            None => HeaderText::from(parts.concat()),
         }
-        s.len = at as u8;
-        HeaderText(Repr::Inline(s))
     }
 
     /// ASCII text (the request id's hex digits), held in place when short. Anything else
@@ -119,16 +124,11 @@ impl HeaderText {
         if !text.is_ascii() {
             return HeaderText::default();
         }
-        let mut s = Short {
-            len: N as u8,
-            bytes: [0; INLINE],
-        };
-        match s.bytes.get_mut(..N) {
-            Some(to) => to.copy_from_slice(&text),
+        match Short::of([&text[..]]) {
+            Some(s) => HeaderText(Repr::Inline(s)),
             // ASCII is UTF-8.
-            None => return HeaderText::from(String::from_utf8(text.to_vec()).unwrap_or_default()),
+            None => HeaderText::from(String::from_utf8(text.to_vec()).unwrap_or_default()),
         }
-        HeaderText(Repr::Inline(s))
     }
 }
 

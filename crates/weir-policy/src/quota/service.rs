@@ -195,7 +195,14 @@ fn quota_headers(
             ),
             (
                 "ratelimit",
-                HeaderText::from(format!("\"{route_id}.quota\";r={remaining};t={t}")),
+                HeaderText::from_parts(&[
+                    "\"",
+                    route_id,
+                    ".quota\";r=",
+                    itoa::Buffer::new().format(remaining),
+                    ";t=",
+                    itoa::Buffer::new().format(t),
+                ]),
             ),
         ]
     } else {
