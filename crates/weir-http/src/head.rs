@@ -291,8 +291,12 @@ macro_rules! head_accessors {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     headers: Headers,
-    method: Span,
-    target: Span,
+    /// The method followed by the target, copied as text when parsed (httparse hands them
+    /// over as `&str`): the accessors, called several times per request, then slice it
+    /// instead of checking the raw head's bytes for UTF-8 on every call.
+    line: String,
+    /// Where the method ends in [`Self::line`].
+    method_len: usize,
     version: Version,
     framing: BodyFraming,
     keep_alive: bool,
@@ -304,8 +308,8 @@ impl Default for RequestHead {
     fn default() -> Self {
         Self {
             headers: Headers::default(),
-            method: Span::default(),
-            target: Span::default(),
+            line: String::new(),
+            method_len: 0,
             version: Version::Http11,
             framing: BodyFraming::None,
             keep_alive: false,
@@ -318,17 +322,17 @@ impl Default for RequestHead {
 impl RequestHead {
     /// The method as sent (methods are case-sensitive: `GET`, not `get`).
     pub fn method(&self) -> &str {
-        self.headers.str_at(self.method)
+        self.line.get(..self.method_len).unwrap_or("")
     }
 
     /// Whether the method is `HEAD` (its response never has a body).
     pub fn is_head(&self) -> bool {
-        self.method() == "HEAD"
+        self.method_len == 4 && self.line.as_bytes().starts_with(b"HEAD")
     }
 
     /// The request target as sent: path and query (`/orders?id=1`).
     pub fn target(&self) -> &str {
-        self.headers.str_at(self.target)
+        self.line.get(self.method_len..).unwrap_or("")
     }
 
     /// The target without its query string.
@@ -443,8 +447,10 @@ pub fn parse_request_into(
 ) -> Result<Option<usize>, HttpError> {
     checked_request(buf, limits, |c| {
         head.headers.fill(c.raw, c.headers, c.derived.nominates);
-        head.method = Span::of(c.raw, c.method.as_bytes());
-        head.target = Span::of(c.raw, c.target.as_bytes());
+        head.line.clear();
+        head.line.push_str(c.method);
+        head.line.push_str(c.target);
+        head.method_len = c.method.len();
         head.version = c.version;
         head.framing = c.framing;
         head.keep_alive = c.derived.keep_alive(c.version);

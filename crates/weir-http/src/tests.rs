@@ -121,6 +121,47 @@ fn reuse_parse_into() {
     assert!(!h.keep_alive());
 }
 
+/// Method and target are held as text apart from the raw head: each parse into a reused
+/// head replaces both, whatever their lengths, and a UTF-8 target (which httparse checks)
+/// comes back whole.
+#[test]
+fn method_and_target_follow_each_reused_parse() {
+    let mut h = RequestHead::default();
+    assert_eq!((h.method(), h.target(), h.is_head()), ("", "", false));
+    let heads: [(&[u8], &str, &str, bool); 4] = [
+        (
+            b"HEAD /a/b?c=1 HTTP/1.1\r\nHost: a\r\n\r\n",
+            "HEAD",
+            "/a/b?c=1",
+            true,
+        ),
+        (b"HEADX / HTTP/1.1\r\nHost: a\r\n\r\n", "HEADX", "/", false),
+        (
+            "GET /caf\u{e9}/\u{1f600}?q=\u{e9}t\u{e9} HTTP/1.1\r\nHost: a\r\n\r\n".as_bytes(),
+            "GET",
+            "/caf\u{e9}/\u{1f600}?q=\u{e9}t\u{e9}",
+            false,
+        ),
+        (
+            b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+            "OPTIONS",
+            "*",
+            false,
+        ),
+    ];
+    for (raw, method, target, is_head) in heads {
+        assert_eq!(parse_request_into(&mut h, raw, &lim()), Ok(Some(raw.len())));
+        assert_eq!(
+            (h.method(), h.target(), h.is_head()),
+            (method, target, is_head)
+        );
+        let (path, query) = target
+            .split_once('?')
+            .map_or((target, None), |(p, q)| (p, Some(q)));
+        assert_eq!((h.path(), h.query()), (path, query));
+    }
+}
+
 #[test]
 fn keep_alive_rules() {
     assert!(ok(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").0.keep_alive());
