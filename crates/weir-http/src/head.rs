@@ -200,7 +200,7 @@ impl Headers {
     }
 
     fn str_at(&self, s: Span) -> &str {
-        // Method, target, reason and names were validated by httparse (tokens / UTF-8).
+        // Reasons and names were validated by httparse (tokens / UTF-8).
         core::str::from_utf8(&self.raw[s.range()]).unwrap_or("")
     }
 
@@ -327,7 +327,7 @@ impl RequestHead {
 
     /// Whether the method is `HEAD` (its response never has a body).
     pub fn is_head(&self) -> bool {
-        self.method_len == 4 && self.line.as_bytes().starts_with(b"HEAD")
+        self.method() == "HEAD"
     }
 
     /// The request target as sent: path and query (`/orders?id=1`).
