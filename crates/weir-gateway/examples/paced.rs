@@ -47,10 +47,8 @@ fn main() {
     let secs: f64 = secs.parse().expect("SECONDS");
     let conns: usize = conns.parse().expect("CONNECTIONS");
     let total = (rate * secs) as usize;
-    // Sleeps end within a microsecond of their due time instead of within the default
-    // 50 µs timer slack, which put ~55 µs of the client's own lateness into every latency
-    // at the median. Set before the connection threads start: they inherit it. Best effort:
-    // without the file (kernels before 4.6) the default stays.
+    // The 1 µs timer slack of the module docs. Set before the connection threads start:
+    // they inherit it. Best effort: without the file (kernels before 4.6) the default stays.
     let _ = std::fs::write("/proc/self/timerslack_ns", "1000");
     let start = Instant::now() + Duration::from_millis(50);
     let threads: Vec<_> = (0..conns)
