@@ -24,6 +24,8 @@
 #   ALSO="NAME=BIN ..."  also runs each BIN (e.g. a copy of an older weir-gateway build) as
 #               NAME, in the same interleaved rounds, for a before/after figure that the load
 #               cannot skew.
+#               `bench/examples/floor.rs` is such a BIN: a server that only answers 429 on
+#               io_uring, the floor under the reject path (read its reject rows only).
 #
 # Servers: nginx (`proxy_pass` + `limit_req`, keep-alive upstream; WORKERS worker processes)
 # and weir-gateway (io_uring; `workers = WORKERS`), one route with a token bucket. Proxy path:
