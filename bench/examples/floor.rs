@@ -7,6 +7,9 @@
 //!     floor [--raw] ADDR
 //!     floor [--raw] --config weir.toml     (the `listen` address of a gateway config)
 //!
+//! It runs `WEIR_WORKERS` threads (default 1), each with its own ring and listener, as the
+//! gateway runs its workers.
+//!
 //! - Default: the gateway's own stack. monoio on io_uring with the same ring set-up
 //!   (`SINGLE_ISSUER` + `DEFER_TASKRUN`), the same `SO_REUSEPORT` listener and the same
 //!   multishot receive as a weir-gateway worker; one task per connection.
@@ -52,11 +55,32 @@ fn main() {
         eprintln!("usage: floor [--raw] ADDR | floor [--raw] --config weir.toml");
         std::process::exit(2)
     });
-    let listener = listener(addr);
-    if raw {
-        raw::serve(listener);
-        return;
+    // One thread per worker, each with its own ring and `SO_REUSEPORT` listener, as the
+    // gateway's workers (`WEIR_WORKERS`, which bench/http/cpu.sh sets; default 1).
+    let workers = std::env::var("WEIR_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(1usize)
+        .max(1);
+    let threads: Vec<_> = (0..workers)
+        .map(|_| {
+            let listener = listener(addr);
+            std::thread::spawn(move || {
+                if raw {
+                    raw::serve(listener);
+                } else {
+                    serve_monoio(listener);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
     }
+}
+
+/// The gateway's stack: monoio on io_uring, the worker's ring flags, a task per connection.
+fn serve_monoio(listener: std::net::TcpListener) {
     let mut urb = io_uring::IoUring::builder();
     urb.setup_single_issuer()
         .setup_defer_taskrun()
