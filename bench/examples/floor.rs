@@ -53,8 +53,8 @@ fn main() {
     if raw {
         args.remove(1);
     }
-    let addr = listen_addr(&args).unwrap_or_else(|| {
-        eprintln!("usage: floor [--raw] ADDR | floor [--raw] --config weir.toml");
+    let addr = listen_addr(&args).unwrap_or_else(|e| {
+        eprintln!("floor: {e}");
         std::process::exit(2)
     });
     // One thread per worker, each with its own ring and `SO_REUSEPORT` listener, as the
@@ -117,26 +117,31 @@ fn listener(addr: SocketAddr) -> std::net::TcpListener {
     socket.into()
 }
 
-/// `ADDR`, or the `listen` value of the config given with `--config`.
-fn listen_addr(args: &[String]) -> Option<SocketAddr> {
+/// `ADDR`, or the `[server] listen` value of the config given with `--config`.
+fn listen_addr(args: &[String]) -> Result<SocketAddr, String> {
     match args {
-        [_, a] => a.parse().ok(),
+        [_, a] => a.parse().map_err(|e| format!("{a}: {e}")),
         [_, flag, path, ..] if flag == "--config" => {
-            let text = std::fs::read_to_string(path).ok()?;
-            let line = text
-                .lines()
-                .find(|l| l.trim_start().starts_with("listen"))?;
-            line.split('"').nth(1)?.parse().ok()
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+            let config: toml::Table = text.parse().map_err(|e| format!("{path}: {e}"))?;
+            let listen = config
+                .get("server")
+                .and_then(|s| s.get("listen"))
+                .and_then(|l| l.as_str())
+                .ok_or_else(|| format!("{path}: no [server] listen"))?;
+            listen
+                .parse()
+                .map_err(|e| format!("{path}: [server] listen: {e}"))
         }
-        _ => None,
+        _ => Err("usage: floor [--raw] ADDR | floor [--raw] --config weir.toml".into()),
     }
 }
 
 /// Answers each complete head in what arrives with [`RESPONSE`], until the client closes.
 async fn serve(mut stream: TcpStream) {
-    let Some(mut recv) = stream.recv_multishot() else {
-        return;
-    };
+    let mut recv = stream
+        .recv_multishot()
+        .expect("a multishot receive (kernel 6.0+)");
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut tail = 0;
