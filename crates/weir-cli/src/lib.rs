@@ -151,8 +151,10 @@ pub fn say(line: core::fmt::Arguments<'_>) {
 
 /// `SIGHUP` reloads the config like `POST /admin/reload` (nginx's `-s reload` habit), on a
 /// thread of its own; the outcome goes to stderr as `BIN: SIGHUP: reloaded, revision N` or
-/// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. Call once, after the
-/// engine has its store; the engine's start-up notices are printed first.
+/// `BIN: SIGHUP: reload failed: ERROR; revision N keeps serving`. `SIGUSR1` reopens the
+/// access log (nginx's `-s reopen`, for logrotate without copytruncate): `BIN: SIGUSR1:
+/// access log reopened` or why not. Call once, after the engine has its store; the
+/// engine's start-up notices are printed first.
 ///
 /// # Errors
 /// The handler cannot be installed.
@@ -161,12 +163,22 @@ pub fn reload_on_sighup(bin: &'static str, engine: Engine) -> Result<(), String>
     for n in engine.take_notices() {
         say(format_args!("{bin}: {n}"));
     }
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
-        .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
+    use signal_hook::consts::{SIGHUP, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGUSR1])
+        .map_err(|e| format!("cannot install the SIGHUP/SIGUSR1 handlers: {e}"))?;
     std::thread::Builder::new()
         .name("weir-sighup".into())
         .spawn(move || {
-            for _ in signals.forever() {
+            for sig in signals.forever() {
+                if sig == SIGUSR1 {
+                    match engine.reopen_access_log() {
+                        Ok(()) => say(format_args!("{bin}: SIGUSR1: access log reopened")),
+                        Err(e) => say(format_args!(
+                            "{bin}: SIGUSR1: {e}; the previous log file stays in use"
+                        )),
+                    }
+                    continue;
+                }
                 say(format_args!("{bin}: {}", sighup_reload(&engine)));
                 for n in engine.take_notices() {
                     say(format_args!("{bin}: {n}"));

@@ -29,6 +29,8 @@ struct Node {
 pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: PathBuf,
+    /// `requirepass` (and `masterauth`) of every node, when started with one.
+    password: Option<String>,
 }
 
 /// A master as `CLUSTER NODES` reports it.
@@ -51,6 +53,16 @@ impl RedisCluster {
     /// Starts six nodes and joins them; `None` (skip) without `redis-server` (see the
     /// module docs). Panics when the cluster is not ready within 30 s.
     pub fn start(test: &str) -> Option<RedisCluster> {
+        Self::start_with(test, None)
+    }
+
+    /// [`RedisCluster::start`] with every node requiring `password` (`requirepass`, and
+    /// `masterauth` so replicas can follow their masters).
+    pub fn start_with_password(test: &str, password: &str) -> Option<RedisCluster> {
+        Self::start_with(test, Some(password))
+    }
+
+    fn start_with(test: &str, password: Option<&str>) -> Option<RedisCluster> {
         if !crate::redis::available(test) {
             return None;
         }
@@ -72,11 +84,12 @@ impl RedisCluster {
         let mut c = RedisCluster {
             nodes: Vec::new(),
             dir,
+            password: password.map(str::to_owned),
         };
         for i in 0..6 {
             c.nodes.push(c.spawn_node(i, free_port()));
         }
-        let mut create = Command::new("redis-cli");
+        let mut create = c.redis_cli();
         create.arg("--cluster").arg("create");
         for n in &c.nodes {
             create.arg(format!("127.0.0.1:{}", n.port));
@@ -95,6 +108,16 @@ impl RedisCluster {
         Some(c)
     }
 
+    /// `redis-cli`, given the cluster's password through `REDISCLI_AUTH` (not on the
+    /// command line, where `ps` would show it).
+    fn redis_cli(&self) -> Command {
+        let mut c = Command::new("redis-cli");
+        if let Some(pw) = &self.password {
+            c.env("REDISCLI_AUTH", pw);
+        }
+        c
+    }
+
     /// Starts node `i` on `port` (its bus port another free one) and waits until it listens.
     fn spawn_node(&self, i: usize, port: u16) -> Node {
         let conf = self.dir.join(format!("nodes-{i}.conf"));
@@ -105,6 +128,11 @@ impl RedisCluster {
             .arg("--cluster-config-file")
             .arg(&conf)
             .args(["--save", "", "--appendonly", "no"])
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|pw| ["--requirepass", pw.as_str(), "--masterauth", pw.as_str()]),
+            )
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -141,7 +169,7 @@ impl RedisCluster {
 
     /// Runs `redis-cli -p port ARGS...` and returns its output ("" when it fails).
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
-        Command::new("redis-cli")
+        self.redis_cli()
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
             .args(args)
             .stdin(Stdio::null())

@@ -22,6 +22,7 @@ pub mod scenarios_cluster;
 pub mod scenarios_headers;
 pub mod scenarios_outlier;
 pub mod scenarios_quota;
+pub mod scenarios_secrets;
 pub mod scenarios_sim;
 pub mod upstreams;
 
@@ -90,6 +91,8 @@ macro_rules! suite {
             quota_later_gate_rejection_free_retries_once_reload_keeps,
             quota_survives_kill_9_under_load,
             quota_global_exact_across_instances_bypass_written_back_once,
+            secrets_never_reach_output,
+            access_log_reopened_on_sigusr1_and_reload,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -47,21 +47,33 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Its loopback port (kept across [`stop`](Self::stop) / [`restart`](Self::restart)).
     pub port: u16,
+    /// Its `requirepass`, if any.
+    password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts one on a free port; `None` (skip) when `redis-server` is missing — see the
     /// module docs. A port taken between picking and binding is retried with a fresh one.
     pub fn start(test: &str) -> Option<RedisServer> {
+        Self::start_with(test, None)
+    }
+
+    /// [`RedisServer::start`] with `requirepass password`.
+    pub fn start_with_password(test: &str, password: &str) -> Option<RedisServer> {
+        Self::start_with(test, Some(password))
+    }
+
+    fn start_with(test: &str, password: Option<&str>) -> Option<RedisServer> {
         if !available(test) {
             return None;
         }
         for _ in 0..5 {
             let port = free_port();
-            if let Some(child) = spawn(port, Duration::from_secs(10)) {
+            if let Some(child) = spawn(port, password, Duration::from_secs(10)) {
                 return Some(RedisServer {
                     child: Some(child),
                     port,
+                    password: password.map(str::to_owned),
                 });
             }
         }
@@ -87,7 +99,7 @@ impl RedisServer {
         self.stop();
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
-            if let Some(c) = spawn(self.port, Duration::from_secs(5)) {
+            if let Some(c) = spawn(self.port, self.password.as_deref(), Duration::from_secs(5)) {
                 self.child = Some(c);
                 return;
             }
@@ -105,10 +117,11 @@ impl Drop for RedisServer {
 
 /// Starts `redis-server` on `port`; `None` if it exited (port taken), panics if it neither
 /// listens nor exits within `limit`.
-fn spawn(port: u16, limit: Duration) -> Option<Child> {
+fn spawn(port: u16, password: Option<&str>, limit: Duration) -> Option<Child> {
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
+        .args(password.iter().flat_map(|pw| ["--requirepass", pw]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

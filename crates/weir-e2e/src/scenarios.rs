@@ -1595,7 +1595,7 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
     );
 }
 
-const JWT_SECRET: &str = "e2e-hs256-secret-test-only";
+pub(crate) const JWT_SECRET: &str = "e2e-hs256-secret-test-only";
 pub(crate) const ADMIN_TOKEN: &str = "e2e-admin-token-test-only";
 
 /// `[server]` lines of an admin API behind [`ADMIN_TOKEN`] that refuses every POST.
@@ -1613,7 +1613,7 @@ pub(crate) fn read_only_admin_gateway(bin: &Path, ups: &[(&str, SocketAddr)]) ->
 }
 
 /// An HS256 token for `sub` with `scope`, valid for 10 minutes.
-fn hs256(sub: &str, scope: &str) -> String {
+pub(crate) fn hs256(sub: &str, scope: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -1626,7 +1626,7 @@ fn hs256(sub: &str, scope: &str) -> String {
     .unwrap()
 }
 
-fn jwt_identity() -> &'static str {
+pub(crate) fn jwt_identity() -> &'static str {
     "[[identities]]\nname = \"users\"\nkind = \"jwt\"\nsecret_env = \"WEIR_E2E_JWT_SECRET\"\nissuer = \"e2e\"\n\n"
 }
 
@@ -1850,4 +1850,5 @@ pub use crate::scenarios_cluster::*;
 pub use crate::scenarios_headers::*;
 pub use crate::scenarios_outlier::*;
 pub use crate::scenarios_quota::*;
+pub use crate::scenarios_secrets::*;
 pub use crate::scenarios_sim::*;

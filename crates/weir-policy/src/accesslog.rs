@@ -6,12 +6,19 @@
 //! whenever the channel runs empty, so a record is on disk or stdout well within a second.
 //! The record holds no request header at all (so never `Authorization` or cookies) and the
 //! path without its query string; the key is a digest.
+//!
+//! Rotation is nginx's: `mv access.log access.log.1`, then `SIGUSR1` (or a reload) makes the
+//! thread flush what it holds into the old file and open the path again
+//! ([`AccessLog::reopen`]), so no record is lost and none lands in the rotated file after
+//! the signal was handled. No copytruncate is needed. A reopen that fails (the folder is
+//! gone) keeps writing to the file that was open and says why.
 
 use crate::outcome::Outcome;
 use crate::policy::AccessLogTarget;
+use prometheus_client::metrics::counter::Counter;
 use serde::Serialize;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -60,38 +67,52 @@ pub(crate) struct Record {
 enum Msg {
     Line(String),
     Flush(SyncSender<()>),
+    /// Flush, then write to this target from now on (the answer: whether it opened).
+    Reopen(AccessLogTarget, SyncSender<Result<(), String>>),
 }
 
 /// The sending side; the thread ends when this is dropped.
 pub(crate) struct AccessLog {
     tx: Option<SyncSender<Msg>>,
-    pub(crate) dropped: AtomicU64,
+    /// Whether records are built at all (`access = "off"` after a reload: no).
+    on: AtomicBool,
+    /// Records dropped because the queue was full (`weir_access_log_dropped_total`).
+    pub(crate) dropped: Counter,
 }
 
 const QUEUE: usize = 16 * 1024;
 
+type Out = std::io::BufWriter<Box<dyn Write + Send>>;
+
+/// The writer of `target`; `None` for `Off`.
+fn open(target: &AccessLogTarget) -> std::io::Result<Option<Box<dyn Write + Send>>> {
+    Ok(match target {
+        AccessLogTarget::Off => None,
+        AccessLogTarget::Stdout => Some(Box::new(std::io::stdout())),
+        AccessLogTarget::File(p) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)?,
+        )),
+    })
+}
+
 impl AccessLog {
-    pub(crate) fn start(target: &AccessLogTarget) -> std::io::Result<AccessLog> {
-        let out: Box<dyn Write + Send> = match target {
-            AccessLogTarget::Off => {
-                return Ok(AccessLog {
-                    tx: None,
-                    dropped: AtomicU64::new(0),
-                });
-            }
-            AccessLogTarget::Stdout => Box::new(std::io::stdout()),
-            AccessLogTarget::File(p) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?,
-            ),
+    /// Starts the log thread for `target` (none for `Off`); drops are counted on `dropped`.
+    pub(crate) fn start(target: &AccessLogTarget, dropped: Counter) -> std::io::Result<AccessLog> {
+        let Some(out) = open(target)? else {
+            return Ok(AccessLog {
+                tx: None,
+                on: AtomicBool::new(false),
+                dropped,
+            });
         };
         let (tx, rx) = mpsc::sync_channel::<Msg>(QUEUE);
         std::thread::Builder::new()
             .name("weir-access-log".into())
             .spawn(move || {
-                let mut w = std::io::BufWriter::with_capacity(64 * 1024, out);
+                let mut w: Out = std::io::BufWriter::with_capacity(64 * 1024, out);
                 loop {
                     let first = match rx.recv_timeout(Duration::from_millis(500)) {
                         Ok(m) => m,
@@ -99,14 +120,28 @@ impl AccessLog {
                         Err(RecvTimeoutError::Disconnected) => break,
                     };
                     let mut acks = Vec::new();
-                    let mut handle =
-                        |m: Msg, w: &mut std::io::BufWriter<Box<dyn Write + Send>>| match m {
-                            Msg::Line(l) => {
-                                let _ = w.write_all(l.as_bytes());
-                                let _ = w.write_all(b"\n");
-                            }
-                            Msg::Flush(ack) => acks.push(ack),
-                        };
+                    let mut handle = |m: Msg, w: &mut Out| match m {
+                        Msg::Line(l) => {
+                            let _ = w.write_all(l.as_bytes());
+                            let _ = w.write_all(b"\n");
+                        }
+                        Msg::Flush(ack) => acks.push(ack),
+                        Msg::Reopen(target, ack) => {
+                            let _ = w.flush();
+                            let r = match open(&target) {
+                                Ok(Some(out)) => {
+                                    *w = std::io::BufWriter::with_capacity(64 * 1024, out);
+                                    Ok(())
+                                }
+                                Ok(None) => {
+                                    *w = std::io::BufWriter::new(Box::new(std::io::sink()));
+                                    Ok(())
+                                }
+                                Err(e) => Err(e.to_string()),
+                            };
+                            let _ = ack.send(r);
+                        }
+                    };
                     handle(first, &mut w);
                     while let Ok(m) = rx.try_recv() {
                         handle(m, &mut w);
@@ -120,13 +155,37 @@ impl AccessLog {
             })?;
         Ok(AccessLog {
             tx: Some(tx),
-            dropped: AtomicU64::new(0),
+            on: AtomicBool::new(true),
+            dropped,
         })
     }
 
     /// Whether records are written at all (`[log] access = "off"`: no).
     pub(crate) fn enabled(&self) -> bool {
-        self.tx.is_some()
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Flushes what was written so far and opens `target` afresh (rotation: SIGUSR1, a
+    /// reload). Blocks until the log thread has done it. A log that started `off` has no
+    /// thread: turning it on needs a restart, and this says so.
+    pub(crate) fn reopen(&self, target: &AccessLogTarget) -> Result<(), String> {
+        let Some(tx) = &self.tx else {
+            return match target {
+                AccessLogTarget::Off => Ok(()),
+                _ => Err("the access log was off at start; turning it on needs a restart".into()),
+            };
+        };
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        tx.send(Msg::Reopen(target.clone(), ack_tx))
+            .map_err(|_| "the access-log thread has stopped".to_string())?;
+        let r = ack_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "the access-log thread did not answer within 5 s".to_string())?;
+        if r.is_ok() {
+            self.on
+                .store(!matches!(target, AccessLogTarget::Off), Ordering::Relaxed);
+        }
+        r
     }
 
     pub(crate) fn write(&self, rec: &Record) {
@@ -137,7 +196,7 @@ impl AccessLog {
         match tx.try_send(Msg::Line(line)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.dropped.inc();
             }
         }
     }
@@ -191,7 +250,7 @@ mod tests {
             .tempdir()
             .unwrap();
         let p = dir.path().join("a.log");
-        let log = AccessLog::start(&AccessLogTarget::File(p.clone())).unwrap();
+        let log = AccessLog::start(&AccessLogTarget::File(p.clone()), Counter::default()).unwrap();
         let rec = Record {
             ts: now_rfc3339(),
             request_id: "r1".into(),

@@ -103,6 +103,12 @@ impl Ctx<'_> {
         Some(line_of(self.text, span.start))
     }
 
+    /// A path named in the config: relative paths are relative to the config file's folder
+    /// (as nginx and Envoy users expect), not to the working directory.
+    pub(crate) fn relative(&self, file: &str) -> std::path::PathBuf {
+        resolve(self.origin, file)
+    }
+
     pub(crate) fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         let key = key.into();
         ConfigError {
@@ -128,6 +134,17 @@ impl Ctx<'_> {
 }
 
 pub(crate) type R<T> = Result<T, ConfigError>;
+
+/// `file` relative to the folder of the config file `origin` (absolute paths as given).
+pub(crate) fn resolve(origin: &str, file: &str) -> std::path::PathBuf {
+    let p = std::path::Path::new(file);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    std::path::Path::new(origin)
+        .parent()
+        .map_or_else(|| p.to_path_buf(), |d| d.join(p))
+}
 
 /// Declares a table of the file model: a `Deserialize` struct that refuses unknown keys
 /// (`deny_unknown_fields`), with `Debug` and every field `pub`. Attributes before the name

@@ -66,6 +66,7 @@ mod dur;
 mod metrics;
 mod outcome;
 mod response;
+mod secret;
 mod store;
 mod text;
 mod timer;
@@ -102,12 +103,13 @@ pub use metrics::FAMILIES;
 pub use outcome::Outcome;
 pub use policy::{
     AccessLogTarget, Mode, OnStoreError, PolicySet, RoutePolicy, Scope, ServerSettings,
-    StoreConfig, UpstreamSettings,
+    StoreConfig, StoreTls, UpstreamSettings,
 };
 pub use response::{GatewayResponse, SimpleResponse};
+pub use secret::{REDACTED, Secret, redact_url};
 pub use store::{
     GlobalStore, QuotaKeys, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError,
-    StoreRequest, store_key,
+    StoreRequest, check_exact, store_key,
 };
 pub use text::HeaderText;
 pub use timer::Timer;

@@ -66,6 +66,8 @@ pub(crate) struct Metrics {
     pub quota_consumed: Family<RouteL, Counter>,
     pub quota_exhausted: Family<RouteL, Counter>,
     pub quota_duplicates: Family<RouteL, Counter>,
+    /// `weir_access_log_dropped_total`: records the access log dropped (its queue was full).
+    pub log_dropped: Counter,
     /// Counter family names (registered without `_total`), for rendering.
     counters: Vec<&'static str>,
 }
@@ -164,8 +166,15 @@ impl Metrics {
             "Auth decisions by route and result (ok, missing, invalid_token, invalid_api_key, insufficient_scope)",
             auth.clone(),
         );
+        let log_dropped = Counter::default();
+        registry.register(
+            "weir_access_log_dropped",
+            "Access-log records dropped because the log could not keep up (its queue was full)",
+            log_dropped.clone(),
+        );
         let upstreams = crate::upstream::metrics::UpstreamFamilies::register(&mut registry);
         Metrics {
+            log_dropped,
             upstreams,
             registry,
             requests,
@@ -198,6 +207,7 @@ impl Metrics {
                 "weir_ratelimit_bypassed",
                 "weir_auth",
                 "weir_ejections",
+                "weir_access_log_dropped",
             ],
         }
     }
@@ -520,7 +530,7 @@ const DESCRIPTORS: [(&str, &str, &str); 16] = [
 ];
 
 /// The families docs/HTTP.md documents, as exposed names (for tests and `--check`).
-pub const FAMILIES: [&str; 19] = [
+pub const FAMILIES: [&str; 20] = [
     "weir_requests_total",
     "weir_shadow_rejections_total",
     "weir_upstream_attempts_total",
@@ -540,6 +550,7 @@ pub const FAMILIES: [&str; 19] = [
     QUOTA[0].0,
     QUOTA[1].0,
     QUOTA[2].0,
+    "weir_access_log_dropped_total",
 ];
 
 #[cfg(test)]

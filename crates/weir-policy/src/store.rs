@@ -12,6 +12,41 @@ use core::future::Future;
 use core::pin::Pin;
 use weir_core::{Decision, Limit};
 
+/// 2^53: integers below this are exact in Redis' Lua numbers (IEEE doubles).
+const LUA_EXACT: u128 = 1 << 53;
+
+/// Whether a global store can evaluate `limit` exactly: periods of at least 1 µs and every
+/// intermediate (level × period in µs) below 2^53, where Redis' Lua numbers stop being
+/// integers. The config checks this at load for `scope = "global"`, so a limit too large
+/// for the store fails `--check` instead of every request (into `on_store_error`); the
+/// Redis store checks it again per call.
+///
+/// # Errors
+/// Why not, in words a config error can carry.
+pub fn check_exact(limit: &Limit) -> Result<(), String> {
+    let (q, period) = limit.quota_window();
+    let p = u128::from(period.as_u64() / 1_000);
+    if p == 0 {
+        return Err(format!(
+            "{} needs a period of at least 1us in a global store",
+            limit.kind().as_str()
+        ));
+    }
+    // The largest level a script keeps, in units of 1/period_us.
+    let top = match limit {
+        Limit::TokenBucket(c) => u128::from(c.burst()),
+        Limit::LeakyBucket(c) => u128::from(c.burst()) + 2,
+        _ => u128::from(q),
+    };
+    if top * p >= LUA_EXACT || u128::from(q) * p >= LUA_EXACT {
+        return Err(format!(
+            "{} too large for exact evaluation in the global store: capacity x period in microseconds must stay below 2^53 (~9.0e15); lower the rate/burst or the period",
+            limit.kind().as_str()
+        ));
+    }
+    Ok(())
+}
+
 /// A shared rate-limit store: one limit for every gateway instance.
 pub trait GlobalStore: Send + Sync + 'static {
     /// Consumes `req.cost` from the limit at `req.key`, atomically, on the store's clock.

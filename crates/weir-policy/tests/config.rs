@@ -443,3 +443,62 @@ fn quota_compiles_with_defaults_and_a_dir_beside_the_file() {
         weir_policy::policy::Cost::Fixed(1)
     );
 }
+
+#[test]
+fn global_limits_are_checked_against_the_store_at_load() {
+    let store = "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1/0\"\n";
+    let route = "[[routes]]\nid = \"g\"\nmatch = { path_prefix = \"/g\" }\nupstream = \"blue\"\n[routes.rate_limit]\n";
+    // Too large for Redis' exact arithmetic: refused by --check, not by every request.
+    err_starts(
+        &format!(
+            "{store}{route}algorithm = \"token_bucket\"\nrate = 1000000000\nper = \"1h\"\nburst = 1000000000\nscope = \"global\"\n"
+        ),
+        "gateway.toml:21: routes[1].rate_limit.rate: token_bucket too large for exact evaluation",
+    );
+    err_starts(
+        &format!(
+            "{store}{route}algorithm = \"fixed_window\"\nlimit = 1000000\nwindow = \"24h\"\nscope = \"global\"\n"
+        ),
+        "gateway.toml:21: routes[1].rate_limit.limit: fixed_window too large",
+    );
+    // The same limit locally is fine (no Lua doubles involved).
+    parse(
+        &format!("{BASE}{store}{route}algorithm = \"token_bucket\"\nrate = 1000000000\nper = \"1h\"\nburst = 1000000000\n"),
+        "gateway.toml",
+    )
+    .unwrap();
+    // A lease applies to token buckets only.
+    let leased = "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1/0\"\nlease = 10\n";
+    err_starts(
+        &format!(
+            "{leased}{route}algorithm = \"sliding_window\"\nlimit = 10\nwindow = \"1s\"\nscope = \"global\"\n"
+        ),
+        "gateway.toml:21: routes[1].rate_limit.algorithm: [store] lease = 10 applies to token buckets only",
+    );
+    parse(
+        &format!(
+            "{BASE}{leased}{route}algorithm = \"token_bucket\"\nrate = 10\nscope = \"global\"\n"
+        ),
+        "gateway.toml",
+    )
+    .unwrap();
+}
+
+#[test]
+fn retry_ranges_say_the_range() {
+    let route = "[[routes]]\nid = \"r\"\nmatch = { path_prefix = \"/r\" }\nupstream = \"blue\"\n[routes.retry]\n";
+    let e = err_starts(
+        &format!("{route}budget = {{ ratio = 2000.0 }}\n"),
+        "gateway.toml:17: routes[1].retry.budget.ratio: must be a number from 0 to 1000",
+    );
+    assert!(!e.contains("0 or more"), "{e}");
+    err_starts(
+        &format!("{route}max_replay_bytes = 65537\n"),
+        "gateway.toml:17: routes[1].retry.max_replay_bytes: at most 65536",
+    );
+    parse(
+        &format!("{BASE}{route}max_replay_bytes = 65536\n"),
+        "gateway.toml",
+    )
+    .unwrap();
+}

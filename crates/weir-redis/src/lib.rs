@@ -48,6 +48,7 @@
 //! client thread reaches 0.51× the direct throughput, so hot keys should use leases
 //! (`docs/BENCHMARKS.md`).
 
+use redis::IntoConnectionInfo as _;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -65,38 +66,16 @@ pub mod scripts;
 pub use weir_core::Limit;
 use weir_core::LimitKind;
 
-/// 2^53: integers below this are exact in Redis' Lua numbers.
-const LUA_EXACT: u128 = 1 << 53;
-
 /// Whole microseconds of `n` (the scripts' unit).
 fn us(n: Nanos) -> u64 {
     n.as_u64() / 1_000
 }
 
 /// Checks that `limit` can be evaluated exactly by the scripts: periods of at least 1 µs
-/// and every intermediate below 2^53. (The limit itself is valid by construction.)
+/// and every intermediate below 2^53 ([`weir_policy::check_exact`], which the config also
+/// applies at load to every global limit).
 pub fn check_exact(limit: &Limit) -> Result<(), StoreError> {
-    let (q, period) = limit.quota_window();
-    let p = u128::from(us(period));
-    if p == 0 {
-        return Err(StoreError::config(&format!(
-            "{} needs a period of at least 1us",
-            limit.kind().as_str()
-        )));
-    }
-    // The largest level a script keeps, in units of 1/period_us.
-    let top = match limit {
-        Limit::TokenBucket(c) => u128::from(c.burst()),
-        Limit::LeakyBucket(c) => u128::from(c.burst()) + 2,
-        _ => u128::from(q),
-    };
-    if top * p >= LUA_EXACT || u128::from(q) * p >= LUA_EXACT {
-        return Err(StoreError::config(&format!(
-            "{} too large for exact evaluation in Redis (capacity x period_us >= 2^53)",
-            limit.kind().as_str()
-        )));
-    }
-    Ok(())
+    weir_policy::check_exact(limit).map_err(|m| StoreError::config(&m))
 }
 
 /// Why the store could not answer. Never a rate-limit denial.
@@ -147,18 +126,12 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-/// Settings of a [`RedisStore`].
-#[derive(Debug, Clone, Default)]
-pub struct RedisSettings {
-    /// `redis://host:port/db` (one server; unused when `cluster` is given).
-    pub url: String,
-    /// Redis Cluster seed nodes, `host:port` each (empty: the single server at `url`).
-    pub cluster: Vec<String>,
-    /// Bound on every call, connecting included.
-    pub timeout: Duration,
-    /// Tokens an instance may take at once per key (0 = ask every time). Token buckets only.
-    pub lease: u64,
-}
+/// Settings of a [`RedisStore`]: the `[store]` section as the config compiled it (one
+/// model of the store's settings, not a copy). `url` (one server) or `cluster` (seed nodes
+/// `host:port`), `username` / `password` (AUTH, to every node), `tls` (or a `rediss://`
+/// URL), `timeout` (a bound on every call, connecting included) and `lease` (tokens an
+/// instance may take at once per key; token buckets only).
+pub type RedisSettings = weir_policy::StoreConfig;
 
 /// What the client thread is asked to do.
 enum Msg {
@@ -568,10 +541,31 @@ fn quota_reply(script: QuotaScript, v: Vec<String>) -> Result<weir_policy::Quota
     })
 }
 
+/// The CA of `[store] tls = { ca = ... }` for the redis client; `None`: system roots.
+fn tls_certificates(settings: &RedisSettings) -> Option<redis::TlsCertificates> {
+    let (_, pem) = settings.tls.as_ref()?.ca.as_ref()?;
+    Some(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.clone()),
+    })
+}
+
+/// rustls needs one process-wide crypto provider; weir builds rustls with *ring* only, and
+/// installs it here in case another part of the process enabled a second provider (then
+/// rustls cannot pick one by itself). A provider already installed is kept.
+///
+/// rustls 0.23.48 deprecates *ring*'s provider because it lacks post-quantum key exchange;
+/// aws-lc-rs has it but adds a long C build to every fresh build of the gateway. For the
+/// link to a Redis server in the same network that trade is taken knowingly.
+#[allow(deprecated)]
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// What the client thread connects to: one server, or a cluster from its seed nodes.
 #[derive(Clone)]
 enum Target {
-    Single(redis::Client),
+    Single(Box<redis::Client>),
     Cluster(Box<redis::cluster::ClusterClient>),
 }
 
@@ -585,29 +579,73 @@ enum Conn {
 }
 
 impl Target {
-    /// `settings.cluster` (seed nodes `host:port`) when given, else `settings.url`.
+    /// `settings.cluster` (seed nodes `host:port`) when given, else `settings.url`; with
+    /// the settings' username, password and TLS. No error names the URL (it may carry a
+    /// password).
     fn open(settings: &RedisSettings) -> Result<Target, StoreError> {
-        if settings.cluster.is_empty() {
-            let c = redis::Client::open(settings.url.as_str()).map_err(|e| {
-                StoreError::new(StoreErrorKind::Config, format!("invalid store url: {e}"))
-            })?;
-            return Ok(Target::Single(c));
+        let tls = settings.tls.is_some() || settings.url.starts_with("rediss://");
+        let certs = tls_certificates(settings);
+        if tls {
+            install_crypto_provider();
         }
+        if settings.cluster.is_empty() {
+            let mut info = settings
+                .url
+                .as_str()
+                .into_connection_info()
+                .map_err(|e| StoreError::config(&format!("invalid store url: {e}")))?;
+            if tls && let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() {
+                info = info.set_addr(redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure: false,
+                    tls_params: None,
+                });
+            }
+            let mut auth = info.redis_settings().clone();
+            if let Some(u) = &settings.username {
+                auth = auth.set_username(u);
+            }
+            if let Some(p) = &settings.password {
+                auth = auth.set_password(p.expose());
+            }
+            let info = info.set_redis_settings(auth);
+            let client = match certs {
+                Some(c) => redis::Client::build_with_tls(info, c),
+                None => redis::Client::open(info),
+            };
+            return client
+                .map(|c| Target::Single(Box::new(c)))
+                .map_err(|e| StoreError::config(&format!("invalid store url: {e}")));
+        }
+        let scheme = if tls { "rediss" } else { "redis" };
         let seeds: Vec<String> = settings
             .cluster
             .iter()
-            .map(|s| format!("redis://{s}"))
+            .map(|s| format!("{scheme}://{s}"))
             .collect();
         // Few, quick retries: a redirect or a refreshed slot map needs one or two, and the
         // whole call is bounded by the store timeout anyway; a dead master must surface as
         // an error for its slots (on_store_error) rather than queue calls behind backoff.
-        redis::cluster::ClusterClientBuilder::new(seeds)
+        let mut b = redis::cluster::ClusterClientBuilder::new(seeds)
             .retries(3)
             .min_retry_wait(10)
             .max_retry_wait(100)
             .connection_timeout(settings.timeout)
-            .response_timeout(settings.timeout)
-            .build()
+            .response_timeout(settings.timeout);
+        if let Some(u) = &settings.username {
+            b = b.username(u);
+        }
+        if let Some(p) = &settings.password {
+            b = b.password(p.expose());
+        }
+        if tls {
+            b = b.tls(redis::TlsMode::Secure);
+        }
+        if let Some(c) = certs {
+            b = b.certs(c);
+        }
+        b.build()
             .map(|c| Target::Cluster(Box::new(c)))
             .map_err(|e| {
                 StoreError::new(
@@ -885,13 +923,7 @@ pub fn factory() -> weir_policy::StoreFactory {
                 StoreError::config(&format!("unknown store kind {:?}", sc.kind)).to_string(),
             );
         }
-        let store = RedisStore::start(RedisSettings {
-            url: sc.url.clone(),
-            cluster: sc.cluster.clone(),
-            timeout: sc.timeout,
-            lease: sc.lease,
-        })
-        .map_err(|e| e.to_string())?;
+        let store = RedisStore::start(sc.clone()).map_err(|e| e.to_string())?;
         Ok(std::sync::Arc::new(store) as std::sync::Arc<dyn weir_policy::GlobalStore>)
     })
 }

@@ -28,9 +28,8 @@ fn temp_dir(name: &str) -> TempDir {
 fn store(port: u16) -> RedisStore {
     RedisStore::start(RedisSettings {
         url: format!("redis://127.0.0.1:{port}/0"),
-        cluster: Vec::new(),
         timeout: Duration::from_millis(500),
-        lease: 0,
+        ..Default::default()
     })
     .unwrap()
 }

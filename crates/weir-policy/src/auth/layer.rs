@@ -14,7 +14,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -204,13 +204,7 @@ fn random_key() -> (u64, u64) {
 
 /// Where a key file named in the config lives: relative to the config file.
 fn resolve(origin: &str, file: &str) -> PathBuf {
-    let p = Path::new(file);
-    if p.is_absolute() {
-        return p.to_path_buf();
-    }
-    Path::new(origin)
-        .parent()
-        .map_or_else(|| p.to_path_buf(), |d| d.join(p))
+    crate::check::resolve(origin, file)
 }
 
 fn parse_alg(s: &str) -> Option<Algorithm> {

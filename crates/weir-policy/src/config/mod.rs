@@ -112,7 +112,7 @@ fn compile(raw: RawConfig, ctx: &Ctx<'_>) -> R<PolicySet> {
 
     let mut routes: Vec<RoutePolicy> = Vec::new();
     for (i, r) in raw.routes.into_iter().enumerate() {
-        let route = compile_route(i, r, &upstreams, &identities, store.is_some(), ctx)?;
+        let route = compile_route(i, r, &upstreams, &identities, store.as_ref(), ctx)?;
         if routes.iter().any(|x| x.id == route.id) {
             return Err(ctx.err(
                 format!("routes[{i}].id"),
@@ -172,7 +172,7 @@ fn compile_server(s: RawServer, log: Option<RawLog>, ctx: &Ctx<'_>) -> R<ServerS
         None | Some("stdout") => AccessLogTarget::Stdout,
         Some("off") => AccessLogTarget::Off,
         Some("") => return Err(ctx.err("log.access", "must be \"stdout\", \"off\" or a path")),
-        Some(p) => AccessLogTarget::File(p.into()),
+        Some(p) => AccessLogTarget::File(ctx.relative(p)),
     };
     let admin_token_sha256 = match &s.admin_token_env {
         None => None,
@@ -226,7 +226,7 @@ fn compile_route(
     r: RawRoute,
     upstreams: &[Arc<UpstreamSettings>],
     identities: &[Arc<IdentityPolicy>],
-    have_store: bool,
+    store: Option<&StoreConfig>,
     ctx: &Ctx<'_>,
 ) -> R<RoutePolicy> {
     let k = format!("routes[{i}]");
@@ -301,11 +301,11 @@ fn compile_route(
         .transpose()?;
     let rate_limit = r
         .rate_limit
-        .map(|rl| ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, have_store, ctx))
+        .map(|rl| ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, store, ctx))
         .transpose()?;
     let quota = r
         .quota
-        .map(|q| quota::layer::compile(&format!("{k}.quota"), q, have_store, ctx))
+        .map(|q| quota::layer::compile(&format!("{k}.quota"), q, store.is_some(), ctx))
         .transpose()?;
     let keys = [
         ("rate_limit", rate_limit.as_ref().map(|rl| &rl.key)),

@@ -52,8 +52,26 @@ file_table! {
         kind: StoreKindRaw,
         url: Option<String>,
         cluster: Option<Vec<String>>,
+        username: Option<String>,
+        password: Option<String>,
+        password_env: Option<String>,
+        tls: Option<RawStoreTls>,
         timeout_ms: Option<u64>,
         lease: Option<u64>,
+    }
+}
+
+/// `[store] tls`: `true` (system roots) or `{ ca = "file.pem" }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawStoreTls {
+    On(bool),
+    With(RawStoreTlsTable),
+}
+
+file_table! {
+    RawStoreTlsTable {
+        ca: Option<String>,
     }
 }
 

@@ -23,7 +23,7 @@ use crate::store::GlobalStore;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use weir_core::{Clock, Nanos, QuantaClock};
 
@@ -194,12 +194,12 @@ impl Engine {
         table_key: (u64, u64),
         bare: bool,
     ) -> Result<Engine, ConfigError> {
-        let log = AccessLog::start(&set.server.log).map_err(|e| {
+        let metrics = Metrics::new();
+        let log = AccessLog::start(&set.server.log, metrics.log_dropped.clone()).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
         })?;
         let (ledgers, notices) =
             open_ledgers(&set, None, unix_now()).map_err(|e| ConfigError::plain(&set.origin, e))?;
-        let metrics = Metrics::new();
         metrics.touch_unrouted();
         let mut history = history::History::default();
         history.push(1, text, &set.origin);
@@ -336,7 +336,27 @@ impl Engine {
 
     /// Access-log records dropped because the log queue was full.
     pub fn access_log_dropped(&self) -> u64 {
-        self.inner.shared.log.dropped.load(Ordering::Relaxed)
+        self.inner.shared.log.dropped.get()
+    }
+
+    /// Reopens the access log at the path the live config names (rotation: the frontends
+    /// call this on `SIGUSR1`; a reload does it too). Records written before are flushed to
+    /// the file that was open. On error the old file stays in use.
+    ///
+    /// # Errors
+    /// The file cannot be opened (the message names it), or the log was `off` at start.
+    pub fn reopen_access_log(&self) -> Result<(), String> {
+        let target = self.live().set.server.log.clone();
+        self.inner
+            .shared
+            .log
+            .reopen(&target)
+            .map_err(|e| match &target {
+                AccessLogTarget::File(p) => {
+                    format!("log.access: cannot reopen {}: {e}", p.display())
+                }
+                _ => format!("log.access: {e}"),
+            })
     }
 
     /// Blocks until the access-log records sent so far are written.
@@ -432,6 +452,11 @@ impl Engine {
             ledgers,
         );
         shared.live.store(Arc::new(live));
+        // A reload also rotates the access log (and follows a changed `log.access`).
+        if let Err(e) = self.reopen_access_log() {
+            c.notices
+                .push(format!("{e}; the previous log file stays in use"));
+        }
         if let (Some(sc), Some(f)) = (new_store, c.factory.clone()) {
             let notice = match self.with_store_from(&f, &sc) {
                 Ok(()) => "[store] changed on reload: new store attached".to_string(),

@@ -6,7 +6,7 @@ use crate::check::{Ctx, R, at_least_1, is_token, nonzero_dur};
 use crate::dur::Dur;
 use crate::ratelimit::layer::{KeyPart, OnStoreError, Scope, key_parts};
 use serde::{Deserialize, Serialize, Serializer};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use weir_core::Period;
 
@@ -151,7 +151,6 @@ pub(crate) fn compile_settings(raw: Option<RawQuotaSettings>, ctx: &Ctx<'_>) -> 
     if dir.is_empty() {
         return Err(ctx.err("quota.dir", "must not be empty"));
     }
-    let base = Path::new(ctx.origin).parent().unwrap_or(Path::new(""));
     let sync = match raw.sync.as_deref() {
         None => SyncPolicy::Every(Duration::from_secs(1)),
         Some("always") => SyncPolicy::Always,
@@ -162,7 +161,7 @@ pub(crate) fn compile_settings(raw: Option<RawQuotaSettings>, ctx: &Ctx<'_>) -> 
         }
     };
     Ok(QuotaSettings {
-        dir: base.join(dir),
+        dir: ctx.relative(&dir),
         sync,
     })
 }

@@ -261,17 +261,32 @@ file_table! {
 pub(crate) fn compile(
     k: &str,
     rl: RawRateLimit,
-    have_store: bool,
+    store: Option<&crate::policy::StoreConfig>,
     ctx: &Ctx<'_>,
 ) -> R<RateLimitPolicy> {
     let limit = compile_limit(k, &rl, ctx)?;
     let key = key_parts(ctx, k, rl.key)?;
     let scope = rl.scope.unwrap_or(Scope::Local);
-    if scope == Scope::Global && !have_store {
-        return Err(ctx.err(
-            format!("{k}.scope"),
-            "scope = \"global\" needs a [store] section",
-        ));
+    if scope == Scope::Global {
+        let Some(store) = store else {
+            return Err(ctx.err(
+                format!("{k}.scope"),
+                "scope = \"global\" needs a [store] section",
+            ));
+        };
+        let size_key = if rl.rate.is_some() { "rate" } else { "limit" };
+        crate::store::check_exact(&limit).map_err(|e| ctx.err(format!("{k}.{size_key}"), e))?;
+        if store.lease > 0 && limit.kind() != LimitKind::TokenBucket {
+            return Err(ctx.err(
+                format!("{k}.algorithm"),
+                format!(
+                    "[store] lease = {} applies to token buckets only; a global {} asks the \
+                     store on every request: set lease = 0 or use algorithm = \"token_bucket\"",
+                    store.lease,
+                    limit.kind().as_str()
+                ),
+            ));
+        }
     }
     if scope == Scope::Local && rl.on_store_error.is_some() {
         return Err(ctx.err(

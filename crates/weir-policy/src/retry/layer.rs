@@ -166,10 +166,25 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
             format!("must not be below base ({})", backoff.base),
         ));
     }
+    // Both frontends hold at most 64 KiB of a request body for a retry (the gateway's replay
+    // buffer, Pingora's retry buffer); a larger value would silently do nothing.
+    let replay = r.max_replay_bytes.unwrap_or(MAX_REPLAY_BYTES);
+    if replay > MAX_REPLAY_BYTES {
+        return Err(ctx.err(
+            format!("{k}.max_replay_bytes"),
+            format!(
+                "at most {MAX_REPLAY_BYTES} (64 KiB: the largest body either frontend holds for a retry); \
+                 a longer body is streamed and its request is not retried"
+            ),
+        ));
+    }
     let bu = r.budget.unwrap_or_default();
     let ratio = bu.ratio.unwrap_or(0.2);
     if !(ratio.is_finite() && (0.0..=1000.0).contains(&ratio)) {
-        return Err(ctx.err(format!("{k}.budget.ratio"), "must be 0 or more"));
+        return Err(ctx.err(
+            format!("{k}.budget.ratio"),
+            "must be a number from 0 to 1000 (retries per request, e.g. 0.2)",
+        ));
     }
     let budget = BudgetPolicy {
         ratio,
@@ -192,9 +207,12 @@ pub(crate) fn compile(k: &str, r: Option<RawRetry>, ctx: &Ctx<'_>) -> R<RetryPol
         methods,
         backoff,
         budget,
-        max_replay_bytes: r.max_replay_bytes.unwrap_or(65536),
+        max_replay_bytes: replay,
     })
 }
+
+/// The largest `max_replay_bytes` (and its default): 64 KiB.
+pub(crate) const MAX_REPLAY_BYTES: u64 = 64 * 1024;
 
 /// What `--check` prints for a retry policy.
 pub(crate) fn describe(rt: &RetryPolicy) -> String {

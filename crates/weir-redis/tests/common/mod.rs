@@ -19,8 +19,14 @@ pub struct Server {
 impl Server {
     /// Starts one on `port` (no persistence, DEBUG allowed from loopback).
     pub fn start_on(port: u16) -> Option<Server> {
+        Self::start_with(port, &["--port", &port.to_string()])
+    }
+
+    /// Starts one with `args` (which say where it listens) and waits until `port` accepts.
+    pub fn start_with(port: u16, args: &[&str]) -> Option<Server> {
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(args)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--enable-debug-command", "local"])
             .stdout(Stdio::null())
