@@ -26,8 +26,8 @@
 //! gateway and nginx, in the same rounds, with
 //! `ALSO="floor=$PWD/target/release/examples/floor" bench/http/cpu.sh ...`; read its reject
 //! rows only (it answers the proxy path with the same 429). For `--raw`, give `ALSO` a
-//! two-line script that runs `floor --raw "$@"`. docs/BENCHMARKS.md, "the floor of the
-//! design", has what it measured.
+//! two-line script that runs `floor --raw "$@"`. docs/perf-log/2026-12-07-gateway-floor.md
+//! has what it measured.
 
 use std::net::SocketAddr;
 

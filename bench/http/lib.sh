@@ -34,8 +34,7 @@ ensure_tools() {
 # Without PIN both prefixes are empty.
 # Why: on a 2-vCPU machine the scheduler moves a multi-threaded server (Pingora's runtime)
 # onto wrk's core in some runs and not in others, and CPU per request then falls in two
-# groups ~1.7x apart for the same binary (docs/BENCHMARKS.md, "With the fat-LTO release
-# profile").
+# groups ~1.7x apart for the same binary (docs/perf-log/2026-12-02-pingora-fat-lto.md).
 ON_SERVER=()
 ON_LOAD=()
 if [ "${PIN:-0}" = 1 ]; then

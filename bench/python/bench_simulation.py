@@ -1,5 +1,6 @@
 """weir.Simulation throughput: simulated requests per second through one route with a
-token-bucket rate limit and a breaker (docs/BENCHMARKS.md, "Simulation").
+token-bucket rate limit and a breaker (the latest figure is in docs/BENCHMARKS.md, the first
+in docs/perf-log/2026-12-02-simulation-first-figure.md).
 
     python bench/python/bench_simulation.py [--requests N] [--rounds R]
 

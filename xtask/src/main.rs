@@ -27,6 +27,7 @@ pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 const USAGE: &str = "\
 usage: cargo xtask test [--only STEP,...] [--skip STEP,...]
        cargo xtask bench [--save NAME] [--baseline NAME] [--full] [--rounds N] [--bench SUITE] [FILTER]
+       cargo xtask bench --report
        cargo xtask fuzz [--long | --secs N | --runs N] [TARGET...]
        cargo xtask help";
 

@@ -14,12 +14,19 @@
 //!   `*` and `{a,b}` allowed) — exists; and no file names a document that lives outside the
 //!   repository ([`OUTSIDE`]): the repository must carry its own reference. A bare
 //!   document name such as `BENCHMARKS.md` must be the name of a tracked file.
+//! - **headline**: the headline table of docs/BENCHMARKS.md (between its
+//!   `<!-- headline:begin -->` and `<!-- headline:end -->` lines) is what
+//!   `cargo xtask bench --report` renders from docs/perf-log/latest.tsv — the way
+//!   `bench/tests/accuracy.rs` holds docs/ACCURACY.md to its generator.
+//! - **crates**: every directory under `crates/` and `bindings/` has a row in README.md's
+//!   crate table (the table whose header starts `| part |`), and every row naming a
+//!   `crates/…` or `bindings/…` directory names one that exists.
 //!
 //! Code (as opposed to comments) is not scanned: string literals are data, and the tests of
 //! this module hold counter-examples. Nor are the crates carried under `vendor/` (their
 //! text is upstream's, paths in it are upstream's repository's); `vendor/README.md` is.
 
-use crate::{Result, root};
+use crate::{Result, bench, root};
 use std::collections::BTreeSet;
 use std::process::Command;
 
@@ -191,8 +198,141 @@ pub(crate) fn check(tree: &Tree<'_>) -> Vec<Problem> {
         }
         problems.extend(paths(tree, &top, f, &text, kind));
     }
+    problems.extend(headline(tree));
+    problems.extend(crate_table(tree));
     problems.sort();
     problems
+}
+
+/// Rule headline: the generated table of [`bench::DOC`] matches its source
+/// [`bench::FIGURES`]. Checked when either file is in the tree.
+fn headline(tree: &Tree<'_>) -> Vec<Problem> {
+    let (doc_name, fig_name) = (bench::DOC, bench::FIGURES);
+    let doc = tree
+        .files
+        .contains(doc_name)
+        .then(|| (tree.read)(doc_name))
+        .flatten();
+    let figures = tree
+        .files
+        .contains(fig_name)
+        .then(|| (tree.read)(fig_name))
+        .flatten();
+    let problem = |file: &str, line: usize, message: String| {
+        vec![Problem {
+            file: file.to_owned(),
+            line,
+            message,
+        }]
+    };
+    let marked = |d: &String| d.contains(bench::BEGIN) || d.contains(bench::END);
+    let (doc, figures) = match (doc, figures) {
+        (Some(d), Some(f)) => (d, f),
+        (None, Some(_)) => return problem(fig_name, 1, format!("{doc_name} is missing")),
+        (Some(d), None) if marked(&d) => {
+            return problem(
+                doc_name,
+                1,
+                format!("the headline table's source {fig_name} is missing"),
+            );
+        }
+        _ => return Vec::new(),
+    };
+    let table = match bench::headline(&figures) {
+        Ok(t) => t,
+        Err(e) => {
+            // `docs/perf-log/latest.tsv:LINE: what` → that file and line.
+            let line = e
+                .strip_prefix(fig_name)
+                .and_then(|r| r.strip_prefix(':'))
+                .and_then(|r| r.split(':').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            return problem(fig_name, line, e);
+        }
+    };
+    let line = doc
+        .lines()
+        .position(|l| l.contains(bench::BEGIN))
+        .map_or(1, |i| i + 1);
+    match bench::between(&doc) {
+        Err(e) => problem(doc_name, line, e),
+        Ok(committed) if committed != table => problem(
+            doc_name,
+            line,
+            format!(
+                "the headline table is stale (it is not what {fig_name} renders): \
+                 run `cargo xtask bench --report`"
+            ),
+        ),
+        Ok(_) => Vec::new(),
+    }
+}
+
+/// Rule crates: README.md's crate table against the directories under `crates/` and
+/// `bindings/`.
+fn crate_table(tree: &Tree<'_>) -> Vec<Problem> {
+    const README: &str = "README.md";
+    const PARENTS: [&str; 2] = ["crates/", "bindings/"];
+    let dirs: BTreeSet<String> = tree
+        .files
+        .iter()
+        .filter_map(|f| {
+            let parent = PARENTS.iter().find(|p| f.starts_with(*p))?;
+            let (name, _) = f[parent.len()..].split_once('/')?;
+            Some(format!("{parent}{name}"))
+        })
+        .collect();
+    let Some(text) = (tree.read)(README) else {
+        return Vec::new();
+    };
+    let problem = |line: usize, message: String| Problem {
+        file: README.to_owned(),
+        line,
+        message,
+    };
+    // The table: from the header row `| part | …` to the first line not starting with `|`.
+    let mut lines = text.lines().enumerate();
+    let Some((header, _)) = lines
+        .by_ref()
+        .find(|(_, l)| l.trim_start().starts_with("| part |"))
+    else {
+        if dirs.is_empty() {
+            return Vec::new();
+        }
+        return vec![problem(
+            1,
+            "has no crate table (a table whose header starts `| part |`)".into(),
+        )];
+    };
+    let mut out = Vec::new();
+    let mut rows = BTreeSet::new();
+    for (i, line) in lines.take_while(|(_, l)| l.trim_start().starts_with('|')) {
+        let cell = line
+            .trim()
+            .trim_start_matches('|')
+            .split('|')
+            .next()
+            .unwrap_or("");
+        let path = cell.trim().trim_matches('`').trim_end_matches('/');
+        if !PARENTS.iter().any(|p| path.starts_with(p)) {
+            continue;
+        }
+        if !dirs.contains(path) {
+            out.push(problem(
+                i + 1,
+                format!("the crate table names {path}, which is not a directory here"),
+            ));
+        }
+        rows.insert(path.to_owned());
+    }
+    for d in dirs.difference(&rows) {
+        out.push(problem(
+            header + 1,
+            format!("{d} has no row in the crate table: add one (`{d}` | what it is)"),
+        ));
+    }
+    out
 }
 
 /// A file of a third-party crate carried under `vendor/` (not the directory's own README).
@@ -661,7 +801,10 @@ mod tests {
 
     const BASE: &[(&str, &str)] = &[
         ("Cargo.toml", "[workspace]\n"),
-        ("README.md", "# weir\n\nSee [config](docs/CONFIG.md).\n"),
+        (
+            "README.md",
+            "# weir\n\nSee [config](docs/CONFIG.md).\n\n| part | what |\n|---|---|\n| `crates/a` | a |\n| `bench/` | b |\n",
+        ),
         (
             "docs/CONFIG.md",
             "# Config\n\n## The `[server]` table\n\n## Keys\n\n## Keys\n",
@@ -845,6 +988,70 @@ mod tests {
             "docs/D.md:2: cites CONTRACT",
         ];
         expect(&p, &want);
+    }
+
+    #[test]
+    fn the_crate_table_lists_every_crate_directory() {
+        let p = run(&with(&[
+            ("crates/b/Cargo.toml", "[package]\n"),
+            ("bindings/py/Cargo.toml", "[package]\n"),
+            (
+                "README.md",
+                "# weir\n\n| part | what |\n|---|---|\n| `crates/a` | a |\n| `crates/gone` | g |\n\
+                 | `bindings/py` | p |\n\nafter | the table\n",
+            ),
+        ]));
+        expect(
+            &p,
+            &[
+                "README.md:3: crates/b has no row in the crate table",
+                // The path rule sees the missing directory too.
+                "README.md:6: names crates/gone, which is not a tracked",
+                "README.md:6: the crate table names crates/gone, which is not a directory",
+            ],
+        );
+        let p = run(&with(&[("README.md", "# weir\n")]));
+        expect(&p, &["README.md:1: has no crate table"]);
+    }
+
+    const FIGURES: &str =
+        "core\tbucket\t≤ 1.1×\t1.13×\tmissed\t`abc`\t2026-11-30\t2026-11-30-core\n";
+
+    fn benchmarks_doc(table: &str) -> String {
+        format!("# Benchmarks\n\n{}\n{table}{}\n", bench::BEGIN, bench::END)
+    }
+
+    #[test]
+    fn the_headline_table_must_be_current() {
+        let table = bench::headline(FIGURES).unwrap();
+        let current = benchmarks_doc(&table);
+        let stale = benchmarks_doc(&table.replace("1.13×", "1.12×"));
+        let run_with = |doc: &str, figures: Option<&str>| {
+            let mut files: Vec<(&str, &str)> = BASE.to_vec();
+            files.push(("docs/BENCHMARKS.md", doc));
+            files.push(("docs/perf-log/2026-11-30-core.md", "# c\n"));
+            if let Some(f) = figures {
+                files.push(("docs/perf-log/latest.tsv", f));
+            }
+            run(&files)
+        };
+        assert_eq!(run_with(&current, Some(FIGURES)), Vec::<String>::new());
+        expect(
+            &run_with(&stale, Some(FIGURES)),
+            &["docs/BENCHMARKS.md:3: the headline table is stale"],
+        );
+        expect(
+            &run_with(&current, Some("# x\nbad line\n")),
+            &["docs/perf-log/latest.tsv:2: docs/perf-log/latest.tsv:2: 1 tab-separated"],
+        );
+        // The path rule also sees the generated comment name the missing source.
+        let p = run_with(&current, None);
+        assert!(
+            p.iter()
+                .any(|x| x.starts_with("docs/BENCHMARKS.md:1: the headline table's source")),
+            "{p:?}"
+        );
+        expect(&run_with("# Benchmarks\n", None), &[]);
     }
 
     #[test]

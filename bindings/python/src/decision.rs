@@ -9,7 +9,8 @@ use weir_core::{Decision, Nanos, Verdict};
 /// The answer of a limiter to one `try_acquire`.
 ///
 /// Immutable as far as Python can tell. To save the allocation of a new object per call
-/// (~60 ns, about 40 % of a `try_acquire`: BENCHMARKS.md), [`issue`] reuses the object it
+/// (~60 ns, about 40 % of a `try_acquire`:
+/// docs/perf-log/2026-11-29-python-perf.md), [`issue`] reuses the object it
 /// handed out last on this thread when nothing else refers to it any more (its reference
 /// count is 1: only the reuse slot holds it), the same check CPython's own `zip` and
 /// `dict.items()` iterators make before reusing their result tuple. An object that Python

@@ -7,7 +7,8 @@
 //! ring). That write is the only thing that can end a wait with no timer due. If it is ever
 //! lost or late, a worker whose every task waits for the stop sleeps until something else
 //! happens on its ring, which after the last client left is never: a gateway once hung that
-//! way on SIGTERM (docs/BENCHMARKS.md, "Shutdown wake-up").
+//! way on SIGTERM (docs/perf-log/2026-12-02-gateway-ring-flags-error-body.md,
+//! "Shutdown wake-up").
 //!
 //! So each worker runs one [`watch`] task that learns of the stop in two ways: the
 //! cross-thread wake (the fast path, usually within microseconds) and its own timer, which

@@ -1,7 +1,7 @@
 //! Shutdown under the io_uring ring set-up the workers use: SIGTERM after load must stop the
 //! process promptly, every time, whatever the connections are doing when it arrives (a
-//! gateway once slept through one after a paced benchmark run; see docs/BENCHMARKS.md,
-//! "Shutdown wake-up"). Bounded: a few seconds per run, a fixed number of runs.
+//! gateway once slept through one after a paced benchmark run; see
+//! docs/perf-log/2026-12-02-gateway-ring-flags-error-body.md, "Shutdown wake-up"). Bounded: a few seconds per run, a fixed number of runs.
 
 use std::net::SocketAddr;
 use std::path::Path;

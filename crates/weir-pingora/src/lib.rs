@@ -32,7 +32,7 @@
 //! (default feature `mimalloc`): Pingora makes ~100 small allocations per proxied request,
 //! and with glibc's allocator they cost about a fifth of the request's user-space
 //! instructions (with mimalloc: 17 % fewer per request for weir-pingora, 12 % for a plain
-//! Pingora proxy; `docs/BENCHMARKS.md`). Your own proxy can do the same with
+//! Pingora proxy; `docs/perf-log/2026-11-30-pingora-mimalloc.md`). Your own proxy can do the same with
 //! `#[global_allocator] static A: mimalloc::MiMalloc = mimalloc::MiMalloc;`.
 //!
 //! # How the phases map to the engine

@@ -46,7 +46,7 @@
 //! next to the network round trip: measured with `examples/hop.rs`, a sequential call costs
 //! 1.05× a direct tokio call on the same connection; with 8 concurrent callers the single
 //! client thread reaches 0.51× the direct throughput, so hot keys should use leases
-//! (`docs/BENCHMARKS.md`).
+//! (`docs/perf-log/2026-11-29-redis-client-thread-and-leases.md`).
 
 use redis::IntoConnectionInfo as _;
 use std::collections::HashMap;
