@@ -180,3 +180,47 @@ fn reload_with_a_changed_store_attaches_it() {
     assert_eq!(r.status, 429, "limited by the new store: {r:?}");
     assert!(gw.stderr_text().contains("new store attached"));
 }
+
+/// `examples/weir-gateway.service` is a unit systemd accepts (`systemd-analyze verify`, with
+/// `ExecStart` pointed at this build's binary, since verify checks that it exists). Skipped
+/// with a message where systemd is not installed (containers, macOS).
+#[test]
+fn systemd_unit_verifies() {
+    let Ok(v) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("systemd_unit_verifies: SKIPPED: systemd-analyze is not installed");
+        return;
+    };
+    assert!(v.status.success());
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/weir-gateway.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains("ExecStart=/usr/local/bin/weir-gateway --config /etc/weir/gateway.toml"));
+    let dir = weir_e2e::harness::scratch_dir();
+    let copy = dir.path().join("weir-gateway.service");
+    std::fs::write(&copy, text.replace("/usr/local/bin/weir-gateway", BIN)).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.trim().is_empty(),
+        "systemd-analyze verify:\n{err}"
+    );
+    // A misspelt directive is what verify exists to catch: make sure it would.
+    std::fs::write(
+        &copy,
+        text.replace("/usr/local/bin/weir-gateway", BIN)
+            .replace("ProtectHome=", "ProtectHom="),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ProtectHom"),
+        "verify did not flag a bad key"
+    );
+}
