@@ -75,11 +75,13 @@ fn fmt() -> Result {
 /// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    // redis-cli (redis-tools) joins the Redis Cluster of the cluster tests.
+    // redis-cli (redis-tools) joins the Redis Cluster of the cluster tests; openssl makes
+    // the certificates of the TLS tests (weir_e2e::certs).
     setup::ensure_apt(&[
         ("cmake", "cmake"),
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),
+        ("openssl", "openssl"),
     ])?;
     run(cargo()
         .args(["test", "--workspace", "--all-targets"])

@@ -13,6 +13,7 @@
 //! Everything is bounded: every socket has a timeout, every child process is killed when its
 //! [`Gateway`] is dropped, and upstreams are threads of the test process on 127.0.0.1.
 
+pub mod certs;
 pub mod client;
 pub mod cluster;
 pub mod harness;
