@@ -22,6 +22,7 @@ pub mod scenarios;
 pub mod scenarios_cluster;
 pub mod scenarios_headers;
 pub mod scenarios_outlier;
+pub mod scenarios_proxies;
 pub mod scenarios_quota;
 pub mod scenarios_secrets;
 pub mod scenarios_sim;
@@ -94,6 +95,7 @@ macro_rules! suite {
             quota_global_exact_across_instances_bypass_written_back_once,
             secrets_never_reach_output,
             access_log_reopened_on_sigusr1_and_reload,
+            client_address_behind_trusted_proxies,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

@@ -44,6 +44,8 @@ pub(crate) struct Record {
     pub route: String,
     pub method: String,
     pub path: String,
+    /// The client's address (behind `trusted_proxies`, the one they named), or null.
+    pub client: Option<core::net::IpAddr>,
     pub status: u16,
     pub reason: Option<Outcome>,
     pub key_digest: Option<String>,
@@ -258,6 +260,7 @@ mod tests {
             route: "ok".into(),
             method: "GET".into(),
             path: "/ok".into(),
+            client: None,
             status: 200,
             reason: None,
             key_digest: None,

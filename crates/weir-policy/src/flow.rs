@@ -133,6 +133,9 @@ impl Headers for WithIdentity<'_> {
     fn get(&self, name: &str) -> Option<&[u8]> {
         self.headers.get(name)
     }
+    fn for_each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.headers.for_each(name, f);
+    }
     fn consumer(&self) -> Option<&[u8]> {
         self.verified.map(|v| v.consumer.as_bytes())
     }
@@ -158,6 +161,8 @@ struct AttemptState {
 struct LogState {
     method: String,
     path: String,
+    /// The client's address (behind trusted proxies: the one they named).
+    client: Option<core::net::IpAddr>,
     attempts: Vec<AttemptRec>,
     queue_ns: Nanos,
 }
@@ -168,6 +173,8 @@ pub struct Flow {
     live: Arc<Live>,
     route: Option<Arc<RouteRuntime>>,
     request_id: HeaderText,
+    /// `X-Forwarded-For` for the upstream: the client's list with the peer appended.
+    forwarded_for: Option<HeaderText>,
     begin: Nanos,
     deadline: Deadline,
     /// Decided before admission (no route, a key error).
@@ -190,6 +197,26 @@ pub struct Flow {
 
 fn ns(d: Duration) -> Nanos {
     Nanos::from(d)
+}
+
+/// The `X-Forwarded-For` an upstream gets: the list the request came with (every line, in
+/// order) with the TCP peer appended, as every proxy in a chain does; `None` without a
+/// peer address.
+fn forwarded_for(peer: Option<core::net::IpAddr>, headers: &dyn Headers) -> Option<HeaderText> {
+    let peer = peer?;
+    let mut v = String::new();
+    headers.for_each("x-forwarded-for", &mut |line| {
+        if let Ok(line) = core::str::from_utf8(line) {
+            let line = line.trim();
+            if !line.is_empty() {
+                v.push_str(line);
+                v.push_str(", ");
+            }
+        }
+    });
+    use core::fmt::Write as _;
+    let _ = write!(v, "{peer}");
+    Some(HeaderText::from(v))
 }
 
 impl Flow {
@@ -217,6 +244,16 @@ impl Flow {
                 .map(|id| HeaderText::from(id.to_string()))
                 .unwrap_or_else(|| shared.new_request_id())
         };
+        let client = crate::clientaddr::client_address(
+            req.client_ip,
+            req.headers,
+            &live.set.server.trusted_proxies,
+        );
+        let forwarded_for = if shared.bare {
+            None
+        } else {
+            forwarded_for(req.client_ip, req.headers)
+        };
         let route = live
             .set
             .route_for(req.method, path)
@@ -229,6 +266,7 @@ impl Flow {
             live,
             route: None,
             request_id,
+            forwarded_for,
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
             early: None,
@@ -251,6 +289,7 @@ impl Flow {
             outcome: None,
             finished: false,
         };
+        f.log.client = client;
         let Some(route) = route else {
             f.early = Some(Outcome::NoRoute);
             return f;
@@ -294,7 +333,7 @@ impl Flow {
                 &p.id,
                 req.method,
                 &with_identity,
-                req.client_ip,
+                client,
                 f.shared.table_key,
             );
             let asked = match built {
@@ -324,7 +363,7 @@ impl Flow {
                     &p.id,
                     req.method,
                     &with_identity,
-                    req.client_ip,
+                    client,
                     f.shared.table_key,
                 ),
             };
@@ -728,9 +767,14 @@ impl Flow {
         } else {
             HeaderText::from_u64(u64::try_from(per_try.as_millis()).unwrap_or(u64::MAX))
         };
-        let mut request_headers = Vec::with_capacity(3);
+        let mut request_headers = Vec::with_capacity(5);
         request_headers.push(("x-request-id", self.request_id.clone()));
         request_headers.push(("x-weir-budget-ms", budget));
+        if let Some(xff) = &self.forwarded_for {
+            request_headers.push(("x-forwarded-for", xff.clone()));
+            // Cleartext listeners only, so far.
+            request_headers.push(("x-forwarded-proto", HeaderText::from_static("http")));
+        }
         // The verified subject replaces any client-sent header of the `forward` name
         // (frontends replace same-named request headers with these).
         if let (Some(a), Some(v)) = (&route.policy.auth, &self.auth.verified)
@@ -932,6 +976,7 @@ impl Flow {
             route: self.route_id().to_string(),
             method: log.method,
             path: log.path,
+            client: log.client,
             status,
             reason: self.outcome.filter(|o| *o != Outcome::Proxied),
             key_digest: self.rate.descriptor.as_ref().map(Descriptor::digest_hex),

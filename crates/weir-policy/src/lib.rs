@@ -61,6 +61,7 @@
 mod accesslog;
 mod attempt;
 mod check;
+mod clientaddr;
 mod descriptor;
 mod dur;
 mod metrics;

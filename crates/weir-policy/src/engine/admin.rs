@@ -220,6 +220,7 @@ fn reject_malformed(
         route: "-".into(),
         method: String::new(),
         path: String::new(),
+        client: None,
         status,
         reason: Some(outcome),
         key_digest: None,
