@@ -89,7 +89,6 @@ mod engine;
 mod flow;
 pub mod policy;
 mod runtime;
-pub mod sim;
 
 #[doc(hidden)]
 pub use check::__set_test_env;
