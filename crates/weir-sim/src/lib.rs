@@ -13,10 +13,10 @@
 //!
 //! A crate of its own, above weir-policy rather than inside it, because it is a frontend
 //! like the gateways: it drives the engine through its public API and nothing else, so the
-//! engine cannot grow a shortcut only the simulator takes, and the frontends that never
-//! simulate do not build it. Of weir-policy it needs one thing beyond what every frontend
-//! uses: [`Engine::for_simulation`], an engine on an injected clock and seed that builds
-//! no access log and bare responses.
+//! engine cannot grow a shortcut only the simulator takes, and an embedder of the engine
+//! alone (the Pingora module without its command line) does not build it. Of weir-policy it
+//! needs one thing beyond what every frontend uses: [`Engine::for_simulation`], an engine on
+//! an injected clock and seed that builds no access log and bare responses.
 //!
 //! Not simulated: the global store (`scope = "global"` routes meet no store and follow
 //! their `on_store_error`), response bodies (an attempt ends at its response head) and
