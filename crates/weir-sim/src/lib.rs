@@ -6,10 +6,10 @@
 //!
 //! Each request goes through the very steps a gateway takes — [`Engine::begin`],
 //! [`Flow::admit`], [`Flow::next_attempt`] / [`Flow::on_attempt`], [`Flow::finish`] — on an
-//! engine whose clock is a [`ManualClock`] that only the [`executor`] moves. Nothing here
-//! decides anything about a policy: the simulator only stands in for the network (an
-//! upstream's latency, errors and outages, [`upstream`]) and for time. Same config, same
-//! seed, same trace: the same records, bit for bit.
+//! engine whose clock is a [`ManualClock`] that only the executor (`executor.rs`) moves.
+//! Nothing here decides anything about a policy: the simulator only stands in for the
+//! network (an upstream's latency, errors and outages, `upstream.rs`) and for time. Same
+//! config, same seed, same trace: the same records, bit for bit.
 //!
 //! A crate of its own, above weir-policy rather than inside it, because it is a frontend
 //! like the gateways: it drives the engine through its public API and nothing else, so the
