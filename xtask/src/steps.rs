@@ -9,6 +9,7 @@ type Step = (&'static str, fn() -> Result);
 const TEST_STEPS: &[Step] = &[
     ("tidy", crate::tidy::tidy),
     ("fmt", fmt),
+    ("clippy", clippy),
     ("unit", unit),
     ("python", python),
     ("loom", crate::verify::loom),
@@ -64,6 +65,24 @@ pub(crate) fn names() -> String {
 
 fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
+}
+
+/// Clippy on every crate and target of the workspace, warnings as errors: the workspace
+/// lints (`missing_docs`, `unreachable_pub`, ...) and clippy's defaults only gate when a
+/// warning fails the run. After `fmt` (cheap) and before the tests (a warning is found
+/// without waiting for them). The fuzz crate is a workspace of its own, built by
+/// `fuzz-smoke` with the nightly toolchain; it declares the same lints.
+fn clippy() -> Result {
+    // pingora-core's build script builds zlib-ng through cmake (weir-pingora).
+    setup::ensure_apt(&[("cmake", "cmake")])?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
 }
 
 /// Unit, property and integration tests of every crate — including the end-to-end suites

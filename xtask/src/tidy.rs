@@ -75,8 +75,11 @@ impl std::fmt::Display for Problem {
 /// index plus the working tree; the tests give a map.
 pub(crate) struct Tree<'a> {
     files: BTreeSet<String>,
-    read: Box<dyn Fn(&str) -> Option<String> + 'a>,
+    read: Reader<'a>,
 }
+
+/// Reads a tracked file's text (`None`: unreadable or not text).
+type Reader<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
 
 impl<'a> Tree<'a> {
     pub(crate) fn new(
@@ -930,9 +933,12 @@ mod tests {
         expect(&p, &want);
     }
 
+    /// What a case shows, its tree (`(path, text)`), the problems it must report.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+
     #[test]
     fn path_rules_by_example() {
-        let cases: [(&str, &[(&str, &str)], &[&str]); 3] = [
+        let cases: [Case<'_>; 3] = [
             (
                 "paths may be relative to an enclosing directory",
                 &[

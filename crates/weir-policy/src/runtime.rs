@@ -35,9 +35,10 @@ pub(crate) struct Shared {
     pub flows: AtomicU64,
     /// The engine's seed: request ids, breaker jitter, retry-backoff jitter.
     pub seed: u64,
-    /// [`Engine::for_simulation`](crate::Engine): the frontend reads only the status of
-    /// the engine's responses and the flow's outcome, so flows build no response headers
-    /// or bodies and generate no request ids. Every decision is taken as with it off.
+    /// [`Engine::for_simulation`](crate::Engine::for_simulation): the frontend reads only
+    /// the status of the engine's responses and the flow's outcome, so flows build no
+    /// response headers or bodies and generate no request ids. Every decision is taken as
+    /// with it off.
     pub bare: bool,
 }
 

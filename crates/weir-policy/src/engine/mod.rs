@@ -137,11 +137,17 @@ impl Engine {
         )
     }
 
-    /// For the simulator (`crate::sim`): an engine on `clock` whose every random choice,
-    /// the keyed tables' hash key included, follows `seed`, with no access log (the
+    /// For a simulator (the `weir-sim` crate): an engine on `clock` whose every random
+    /// choice, the keyed tables' hash key included, follows `seed`, with no access log (the
     /// simulator reports each request itself) and bare responses (the simulator reads
-    /// their status only: no headers, bodies or request ids are built).
-    pub(crate) fn for_simulation(
+    /// their status only: no headers, bodies or request ids are built). Every decision is
+    /// the one [`Engine::from_toml_seeded`] would take; only what a client would see of it
+    /// beyond the status, and the log line, are left out.
+    ///
+    /// Public because the simulator lives in a crate of its own above this one; it is the
+    /// only engine constructor that crate needs. Not for a frontend: its responses have no
+    /// headers or bodies.
+    pub fn for_simulation(
         text: &str,
         origin: &str,
         clock: Arc<dyn Clock + Send + Sync>,

@@ -1,12 +1,22 @@
+//! # weir-sim
+//!
 //! Policy experiments: a whole config run on virtual time against simulated upstreams
-//! (docs/CONFIG.md, "Simulation").
+//! (docs/CONFIG.md, "Simulation"). `weir-gateway simulate` and `weir.Simulation` (Python)
+//! are this crate behind a command line and a binding.
 //!
 //! Each request goes through the very steps a gateway takes — [`Engine::begin`],
 //! [`Flow::admit`], [`Flow::next_attempt`] / [`Flow::on_attempt`], [`Flow::finish`] — on an
-//! engine whose clock is a [`ManualClock`] that only the [`executor`] moves. Nothing here
-//! decides anything about a policy: the simulator only stands in for the network (an
-//! upstream's latency, errors and outages, [`upstream`]) and for time. Same config, same
-//! seed, same trace: the same records, bit for bit.
+//! engine whose clock is a [`ManualClock`] that only the executor (`executor.rs`) moves.
+//! Nothing here decides anything about a policy: the simulator only stands in for the
+//! network (an upstream's latency, errors and outages, `upstream.rs`) and for time. Same
+//! config, same seed, same trace: the same records, bit for bit.
+//!
+//! A crate of its own, above weir-policy rather than inside it, because it is a frontend
+//! like the gateways: it drives the engine through its public API and nothing else, so the
+//! engine cannot grow a shortcut only the simulator takes, and an embedder of the engine
+//! alone (the Pingora module without its command line) does not build it. Of weir-policy it
+//! needs one thing beyond what every frontend uses: [`Engine::for_simulation`], an engine on
+//! an injected clock and seed that builds no access log and bare responses.
 //!
 //! Not simulated: the global store (`scope = "global"` routes meet no store and follow
 //! their `on_store_error`), response bodies (an attempt ends at its response head) and
@@ -16,20 +26,22 @@ mod executor;
 mod upstream;
 
 pub use upstream::UpstreamModel;
+/// The `outcome` of a [`SimRecord`] (weir-policy's, re-exported so a user of the records
+/// needs no other crate).
+pub use weir_policy::Outcome;
 
-use crate::check::ConfigError;
-use crate::engine::Engine;
-use crate::flow::{Admission, Flow, Next, RequestInfo};
-use crate::outcome::Outcome;
-use crate::policy::KeyPart;
-use crate::timer::Timer;
 use executor::{Executor, SimTimer};
+use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 use upstream::SimUpstream;
 use weir_core::{ManualClock, Nanos};
+use weir_policy::policy::KeyPart;
+use weir_policy::{
+    Admission, AttemptResult, ConfigError, Engine, Flow, Next, PolicySet, RequestInfo, Timer,
+};
 
 /// One request of a trace.
 #[derive(Debug, Clone, Default)]
@@ -170,13 +182,13 @@ pub struct Simulation {
     /// Every upstream the config names, with its model (the default until set).
     upstreams: BTreeMap<String, UpstreamModel>,
     /// The compiled config, for route lookups (key stand-ins).
-    set: Arc<crate::policy::PolicySet>,
+    set: Arc<PolicySet>,
 }
 
 impl Simulation {
     /// Compiles `text` (`origin` names it in errors and anchors relative file paths).
     pub fn new(text: &str, origin: &str, seed: u64) -> Result<Simulation, ConfigError> {
-        let set = crate::config::parse(text, origin)?;
+        let set = weir_policy::config::parse(text, origin)?;
         let upstreams = set
             .upstreams
             .iter()
@@ -234,7 +246,7 @@ impl Simulation {
             })
             .collect();
         let ip = parts.contains(&KeyPart::ClientIp).then(|| {
-            let d = crate::check::sha256(digest.as_bytes());
+            let d: [u8; 32] = sha2::Sha256::digest(digest.as_bytes()).into();
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[..16]);
             IpAddr::V6(Ipv6Addr::from(b))
@@ -340,7 +352,7 @@ struct Names {
 }
 
 impl Names {
-    fn new(set: &crate::policy::PolicySet) -> Names {
+    fn new(set: &PolicySet) -> Names {
         // Fixed seeds: a lookup table of the config's own ids, nothing an input chooses.
         let mut by_id =
             std::collections::HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4));
@@ -423,7 +435,7 @@ async fn attempt_loop(
         let answer = match ups.iter().find(|u| u.name == a.upstream.name) {
             Some(u) => u.attempt(timer.now(), a.per_try_timeout),
             None => upstream::Answer {
-                result: crate::attempt::AttemptResult::ConnectFailure,
+                result: AttemptResult::ConnectFailure,
                 after: Duration::ZERO,
             },
         };
@@ -431,7 +443,7 @@ async fn attempt_loop(
         match flow.on_attempt(answer.result) {
             Next::Forward { .. } => {
                 return match answer.result {
-                    crate::attempt::AttemptResult::Response { status } => status,
+                    AttemptResult::Response { status } => status,
                     _ => 502,
                 };
             }
