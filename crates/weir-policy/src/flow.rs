@@ -8,9 +8,9 @@
 //! ([`crate::retry::service`]). The flow itself only carries the request's state between
 //! them and turns their answers into responses, metrics and the access-log record.
 
-use crate::accesslog::{AttemptRec, Record, now_rfc3339};
+use crate::accesslog::{AttemptRec, Record, rfc3339_ms};
 pub use crate::attempt::AttemptResult;
-use crate::auth::service::{Verified, authenticate, result_label, unix_now};
+use crate::auth::service::{Verified, authenticate, result_label};
 use crate::concurrency::service::Permit;
 use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
 use crate::dur::secs_ceil;
@@ -309,7 +309,7 @@ impl Flow {
         f.retry = Some(route.retry.start(idempotent, replayable, rng));
         // Auth first: a request that fails it consumes nothing anywhere.
         if let Some(a) = &p.auth {
-            let res = authenticate(a, req.headers, unix_now());
+            let res = authenticate(a, req.headers, f.shared.clock.unix_secs());
             route
                 .metrics
                 .auth(result_label(res.as_ref().err().map(|e| e.outcome)));
@@ -534,7 +534,7 @@ impl Flow {
                 ledger,
                 &route.policy.id,
                 ask,
-                unix_now(),
+                self.shared.clock.unix_secs(),
                 &route.metrics,
             )
             .map_err(|_| ()),
@@ -546,7 +546,7 @@ impl Flow {
                     writer: Writer {
                         revision: self.live.revision,
                         instance: &self.live.set.server.instance,
-                        unix: unix_now(),
+                        unix: self.shared.clock.unix_secs(),
                     },
                 };
                 crate::quota::service::gate_global(
@@ -603,7 +603,7 @@ impl Flow {
         let w = Writer {
             revision: self.live.revision,
             instance: &self.live.set.server.instance,
-            unix: unix_now(),
+            unix: self.shared.clock.unix_secs(),
         };
         // A ledger write error leaves the unit counted in memory; the request goes on.
         let _ = held.settle(consume, w, &route.metrics);
@@ -632,7 +632,7 @@ impl Flow {
                 crate::ratelimit::Scope::Local => None,
             },
             timeout: self.live.store_timeout(),
-            clock: &*self.shared.clock,
+            clock: &self.shared.clock,
         };
         let deadline = self.deadline;
         let c: Checked = crate::ratelimit::service::check(
@@ -969,7 +969,7 @@ impl Flow {
             .and_then(|r| r.policy.rate_limit.as_ref());
         let log = core::mem::take(&mut self.log);
         let rec = Record {
-            ts: now_rfc3339(),
+            ts: rfc3339_ms(self.shared.clock.unix_millis()),
             instance: self.instance().to_string(),
             // The flow ends here: its strings move into the record.
             request_id: self.request_id.as_str().to_owned(),

@@ -71,6 +71,7 @@ mod secret;
 mod store;
 mod text;
 mod timer;
+mod wall;
 
 // Identity runs first: it feeds the rate limit's `consumer` and `claim:NAME` key parts.
 pub(crate) mod auth;

@@ -18,12 +18,13 @@ use crate::upstream::service::UpstreamRuntime;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use weir_core::{Clock, Nanos};
+use weir_core::Nanos;
 
 /// What every request of every revision shares.
 pub(crate) struct Shared {
     pub live: ArcSwap<Live>,
-    pub clock: Arc<dyn Clock + Send + Sync>,
+    /// Monotonic instants and the wall time derived from them ([`crate::wall`]).
+    pub clock: crate::wall::WallClock,
     pub store: ArcSwapOption<Arc<dyn GlobalStore>>,
     pub metrics: Metrics,
     pub log: AccessLog,

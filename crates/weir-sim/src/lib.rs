@@ -183,6 +183,9 @@ pub struct Simulation {
     upstreams: BTreeMap<String, UpstreamModel>,
     /// The compiled config, for route lookups (key stand-ins).
     set: Arc<PolicySet>,
+    /// Wall time (since the Unix epoch) at the simulation's time zero: the calendar of quota
+    /// periods, token expiry and bypass episodes, which then moves with simulated time.
+    start: core::time::Duration,
 }
 
 impl Simulation {
@@ -194,13 +197,26 @@ impl Simulation {
             .iter()
             .map(|u| (u.name.clone(), UpstreamModel::default()))
             .collect();
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Ok(Simulation {
             text: text.to_owned(),
             origin: origin.to_owned(),
             seed,
             upstreams,
             set: Arc::new(set),
+            start,
         })
+    }
+
+    /// Sets the wall time at the simulation's time zero (default: the system's wall time
+    /// when [`Simulation::new`] ran). The engine's calendar — quota periods, JWT `exp` and
+    /// `nbf`, bypass episodes — is this plus simulated time, so a run over a simulated month
+    /// crosses a monthly quota period and a simulated hour expires an hour's token. Fix it
+    /// for runs that must give the same records on any day.
+    pub fn start_at(&mut self, unix: core::time::Duration) {
+        self.start = unix;
     }
 
     /// Sets the model of upstream `name` (one the config declares).
@@ -276,7 +292,13 @@ impl Simulation {
         mut record: impl FnMut(usize, SimRecord),
     ) -> Result<(), ConfigError> {
         let clock = Arc::new(ManualClock::new(Nanos::ZERO));
-        let engine = Engine::for_simulation(&self.text, &self.origin, clock.clone(), self.seed)?;
+        let engine = Engine::for_simulation(
+            &self.text,
+            &self.origin,
+            clock.clone(),
+            self.start,
+            self.seed,
+        )?;
         let ups: Vec<SimUpstream> = self
             .upstreams
             .iter()
