@@ -313,3 +313,54 @@ pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str) -> GatewayRespo
         Err(e) => bad(500, e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::wait;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::task::{Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    /// A future made ready by another thread after `after`, which wakes it once; counts
+    /// its polls.
+    fn ready_later(after: Duration, polls: Arc<AtomicU32>) -> impl Future<Output = u8> {
+        let done = Arc::new(AtomicBool::new(false));
+        let mut started = false;
+        core::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::Relaxed);
+            if done.load(Ordering::Acquire) {
+                return Poll::Ready(7);
+            }
+            if !started {
+                started = true;
+                let (done, waker): (_, Waker) = (done.clone(), cx.waker().clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(after);
+                    done.store(true, Ordering::Release);
+                    waker.wake();
+                });
+            }
+            Poll::Pending
+        })
+    }
+
+    /// The admin thread parks until the store's answer wakes it (a couple of polls, not a
+    /// spin), and gives up at its limit.
+    #[test]
+    fn waits_parked_for_the_wake_and_gives_up_at_the_limit() {
+        let polls = Arc::new(AtomicU32::new(0));
+        let t = Instant::now();
+        let got = wait(
+            ready_later(Duration::from_millis(50), polls.clone()),
+            Duration::from_secs(5),
+        );
+        assert_eq!(got, Some(7));
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(polls.load(Ordering::Relaxed) < 10, "{polls:?} polls");
+        let t = Instant::now();
+        let never = wait(core::future::pending::<()>(), Duration::from_millis(30));
+        assert_eq!(never, None);
+        assert!(t.elapsed() >= Duration::from_millis(30));
+    }
+}

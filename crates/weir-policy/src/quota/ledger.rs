@@ -1,6 +1,7 @@
 //! The local quota ledger: one append-only file per route and period
-//! (`DIR/<route>/<period>.ledger`), one checksummed JSON event per line, group commit,
-//! recovery on open, and the in-memory state of the current period's keys.
+//! (`DIR/<route>/<period>.ledger`), one checksummed JSON event per line, written by the
+//! ledger's own thread with group commit, recovery on open, and the in-memory state of
+//! the current period's keys.
 //!
 //! # Format
 //! Each record is one line: the CRC-32 (IEEE, `crc32fast`) of the JSON text as 8 lowercase
@@ -13,9 +14,48 @@
 //! background threads for what is here an append-only list that is read back whole once
 //! per period: the ledger must be a *reconcilable record* a person can read and an
 //! auditor can recompute (`ledger_sum`), one file per period so a closed period is a file
-//! to archive. The log is one `write(2)` per event on a file opened for append, plus
-//! `fdatasync` — on every consumption (`sync = "always"`, with concurrent writers sharing
-//! one flush: group commit) or from a background flusher (`sync = "1s"`).
+//! to archive. The log is appended by one writer thread per ledger: each batch — whatever
+//! events are queued when it wakes — is one `write(2)` on a file opened for append, plus
+//! one `fdatasync` per batch (`sync = "always"`: group commit, every request of the batch
+//! shares it) or once per interval (`sync = "1s"`).
+//!
+//! # Threads
+//! A request thread (an io_uring worker of weir-gateway, a Pingora task) never writes or
+//! syncs a file and takes no lock the whole route shares:
+//! - A key's state (used, pending, adjusted, the hashes of its event ids) lives in one of
+//!   [`SHARDS`] shards, each a `Mutex<HashMap>`, picked by a keyed hash of the digest. Two
+//!   keys contend only when they share a shard (1 in 64), and then only for the few
+//!   instructions of a reservation or a commit. Atomics alone would not do: a
+//!   reservation checks used + pending against the limit and the event id against the
+//!   key's ids in one step. The hashes are keyed (seeded from the process's random `std`
+//!   keys) because digests are public SipHash values a client could aim at one shard.
+//! - A commit changes its key's state and hands the record to the writer over a std
+//!   `mpsc` channel (the workspace has no other channel crate), both under the shard's
+//!   lock, so a key's records reach the file in the order its state changed. The writer
+//!   takes whatever is queued (at most [`MAX_BATCH`] messages), makes the lines
+//!   (timestamp, JSON, checksum: none of it on the request thread), writes them with one
+//!   `write(2)` per file, syncs when the batch asks for it, then acknowledges whoever
+//!   waits.
+//! - `sync = "1s"`: the request only hands its record over. `sync = "always"`: the request
+//!   waits for the acknowledgement, sent after the batch's `fdatasync`. That wait blocks
+//!   the request thread on a channel `recv`: the commit runs in `Flow::on_attempt`, which
+//!   the engine API makes synchronous (it returns `Next` with the headers to forward; there
+//!   is no await point between the upstream's answer and the response the frontend
+//!   writes), so there is no future to hand the frontend. The wait is the fsync the thread
+//!   used to do itself, but it is shared by every request of the batch and no longer
+//!   behind a route-wide lock.
+//! - The exception is the period rollover, once per period: the first request that sees
+//!   the period end asks the writer to sync the old file and open the new one, and waits
+//!   for its events; requests whose shard is still in the old period wait for that too.
+//! - Dropping the ledger (a reload that replaces it, shutdown) writes and syncs what is
+//!   queued and joins the writer. Admin reads ([`RouteLedger::report`],
+//!   [`RouteLedger::events`]) first wait until the writer has written everything handed to
+//!   it before, so `ledger_sum` counts every committed event.
+//!
+//! What handing over costs, `sync = "1s"`: a process crash loses the records still queued
+//! for the writer — those of the last moments before the crash, possibly some whose
+//! response went out (before, each was written before its response). `sync = "always"`
+//! loses nothing acknowledged: no response goes out before its record is on disk.
 //!
 //! # Recovery
 //! [`scan`] reads a file: a last record that is cut short or fails its checksum (a write
@@ -35,7 +75,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weir_core::{Period, PeriodId, QuotaCount};
 
 use super::layer::SyncPolicy;
@@ -188,6 +228,10 @@ const SHARDS: usize = 64;
 /// Most messages the writer takes into one batch (one `write(2)` per file, one
 /// `fdatasync`): bounds the memory a batch holds under a flood, not the batching itself.
 const MAX_BATCH: usize = 4096;
+
+/// `sync = "1s"`: how long a record that finds the writer idle waits for more before the
+/// batch is written (see [`Appender::run`]); a process crash can lose this much.
+const GATHER: Duration = Duration::from_millis(1);
 
 /// One shard of the current period's keys.
 struct Shard {
@@ -356,6 +400,14 @@ impl Appender {
                 _ => Some(rx.recv().unwrap_or(Msg::Stop)),
             };
             if let Some(m) = first {
+                // `sync = "1s"`: a record that woke the writer waits a moment for company,
+                // so a busy route costs one wake-up and one `write(2)` per moment, not
+                // per request (what waits for an answer is handled at once).
+                if matches!(self.sync, SyncPolicy::Every(_))
+                    && matches!(&m, Msg::Rec(r) if r.ack.is_none())
+                {
+                    std::thread::sleep(GATHER);
+                }
                 batch.push(m);
                 while batch.len() < MAX_BATCH
                     && let Ok(m) = rx.try_recv()

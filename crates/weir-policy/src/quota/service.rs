@@ -465,9 +465,10 @@ pub(crate) async fn write_back<T: Timer>(
 }
 
 impl Held {
-    /// Settles the reservation: one `consume` event (`consume`), or nothing. A ledger
-    /// that cannot be written is reported as the message (the request is already on its
-    /// way; the unit stays counted in memory).
+    /// Settles the reservation: one `consume` event (`consume`), or nothing. With
+    /// `sync = "always"` a ledger that cannot be written or synced is reported as the
+    /// message (the request is already on its way; the unit stays counted in memory);
+    /// otherwise the event is only handed to the ledger's writer thread.
     pub(crate) fn settle(
         self,
         consume: bool,
