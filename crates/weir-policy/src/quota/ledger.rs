@@ -64,6 +64,8 @@
 //! file and byte offset. Memory holds only the current period's keys (used, pending,
 //! adjusted, and the hashes of their event ids); closed periods are their files.
 
+use crate::text::HeaderText;
+use arc_swap::ArcSwapOption;
 use serde::{Deserialize, Serialize};
 use siphasher::sip::SipHasher13;
 use std::collections::{HashMap, HashSet};
@@ -73,7 +75,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use weir_core::{Period, PeriodId, QuotaCount};
@@ -134,6 +136,93 @@ pub(crate) fn frame(e: &Event) -> Vec<u8> {
     out.extend_from_slice(&json);
     out.push(b'\n');
     out
+}
+
+/// Appends `e`'s line to `out` — the same bytes as [`frame`] (a test holds them equal),
+/// for the writer thread: the fields it repeats (route, instance, timestamp, period) come
+/// in as JSON text made once, so a record costs a few copies, one number or two and the
+/// checksum instead of a serializer pass and its allocations.
+fn push_line(out: &mut Vec<u8>, f: &LineFields<'_>) {
+    let at = out.len();
+    out.extend_from_slice(b"00000000 ");
+    let json = out.len();
+    out.extend_from_slice(b"{\"ts\":");
+    out.extend_from_slice(f.ts.as_bytes());
+    out.extend_from_slice(b",\"period\":");
+    out.extend_from_slice(f.period.as_bytes());
+    out.extend_from_slice(b",\"route\":");
+    out.extend_from_slice(f.route.as_bytes());
+    out.extend_from_slice(b",\"key_digest\":\"");
+    let mut hex = [0u8; 32];
+    for (i, b) in hex.iter_mut().enumerate() {
+        let nibble = (f.digest >> (124 - 4 * i)) as u8 & 0xf;
+        *b = b"0123456789abcdef"[usize::from(nibble)];
+    }
+    out.extend_from_slice(&hex);
+    out.extend_from_slice(b"\",\"event_id\":");
+    match f.event_id {
+        None => out.extend_from_slice(b"null"),
+        Some(id) => json_str(out, id),
+    }
+    out.extend_from_slice(match f.kind {
+        Kind::Consume => b",\"kind\":\"consume\",\"amount\":".as_slice(),
+        Kind::Adjust => b",\"kind\":\"adjust\",\"amount\":".as_slice(),
+        Kind::Bypass => b",\"kind\":\"bypass\",\"amount\":".as_slice(),
+    });
+    out.extend_from_slice(itoa::Buffer::new().format(f.amount).as_bytes());
+    out.extend_from_slice(b",\"revision\":");
+    out.extend_from_slice(itoa::Buffer::new().format(f.revision).as_bytes());
+    out.extend_from_slice(b",\"instance\":");
+    out.extend_from_slice(f.instance.as_bytes());
+    out.push(b'}');
+    let crc = format!("{:08x}", crc32fast::hash(&out[json..]));
+    out[at..at + 8].copy_from_slice(crc.as_bytes());
+    out.push(b'\n');
+}
+
+/// [`push_line`] of `e`, for the test that holds it equal to [`frame`].
+#[cfg(test)]
+pub(crate) fn line_of(e: &Event, digest: u128) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_line(
+        &mut out,
+        &LineFields {
+            ts: &json_text(&e.ts),
+            period: &json_text(&e.period),
+            route: &json_text(&e.route),
+            digest,
+            event_id: e.event_id.as_deref(),
+            kind: e.kind,
+            amount: e.amount,
+            revision: e.revision,
+            instance: &json_text(&e.instance),
+        },
+    );
+    out
+}
+
+/// `s` as a JSON string, escaped as `serde_json` escapes it.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// `s` as JSON string text.
+fn json_text(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// One record's fields for [`push_line`]: `ts`, `period`, `route` and `instance` as JSON
+/// string text (quoted, escaped).
+struct LineFields<'a> {
+    ts: &'a str,
+    period: &'a str,
+    route: &'a str,
+    digest: u128,
+    event_id: Option<&'a str>,
+    kind: Kind,
+    amount: i64,
+    revision: u64,
+    instance: &'a str,
 }
 
 fn parse_line(line: &[u8]) -> Result<Event, &'static str> {
@@ -254,7 +343,9 @@ struct Rec {
     amount: i64,
     event_id: Option<String>,
     revision: u64,
-    instance: String,
+    /// The writer's instance name when it is not the ledger's usual one
+    /// ([`RouteLedger::instance`]): no allocation per request.
+    instance: Option<String>,
     unix: u64,
     /// `fdatasync` before acknowledging, whatever the sync setting (adjustments, a
     /// closed period's file).
@@ -280,7 +371,7 @@ impl Rec {
             amount,
             event_id,
             revision: w.revision,
-            instance: w.instance.to_string(),
+            instance: None,
             unix: w.unix,
             durable: false,
             ack: None,
@@ -373,12 +464,19 @@ struct Batch {
 /// The writer thread of one ledger: the only code that writes or syncs its files.
 struct Appender {
     dir: PathBuf,
-    route: String,
     sync: SyncPolicy,
     files: Vec<OpenFile>,
     last_sync: Instant,
-    /// The period name of the last record (most records share it).
-    last_name: Option<(PeriodId, String)>,
+    /// The period name of the last record (most records share it), and as JSON text.
+    last_name: Option<(PeriodId, String, String)>,
+    /// The timestamp text of the last record's second (JSON text).
+    last_ts: (u64, String),
+    /// The route as JSON text.
+    route_json: String,
+    /// The ledger's usual instance name (see [`RouteLedger::instance`]) as JSON text, once
+    /// known.
+    instance: Arc<OnceLock<String>>,
+    instance_json: Option<String>,
     /// Records written and covered by a finished `fdatasync` (tests read it).
     durable: Arc<AtomicU64>,
     /// Records written, not yet covered by an `fdatasync`.
@@ -460,29 +558,46 @@ impl Appender {
     /// Adds a record's line to the batch.
     fn add(&mut self, b: &mut Batch, r: Rec) {
         b.sync |= r.durable || self.sync == SyncPolicy::Always;
-        let name = match &self.last_name {
-            Some((id, name)) if *id == r.period => name.clone(),
-            _ => {
-                let name = r.period.to_string();
-                self.last_name = Some((r.period, name.clone()));
-                name
+        if !matches!(&self.last_name, Some((id, _, _)) if *id == r.period) {
+            let name = r.period.to_string();
+            let text = json_text(&name);
+            self.last_name = Some((r.period, name, text));
+        }
+        if self.last_ts.0 != r.unix || self.last_ts.1.is_empty() {
+            self.last_ts = (r.unix, json_text(&crate::accesslog::rfc3339(r.unix, 0)));
+        }
+        if self.instance_json.is_none() {
+            self.instance_json = self.instance.get().map(|s| json_text(s));
+        }
+        let other;
+        let instance = match &r.instance {
+            Some(o) => {
+                other = json_text(o);
+                &other
             }
+            None => self.instance_json.as_deref().unwrap_or("\"\""),
         };
-        let e = Event {
-            ts: crate::accesslog::rfc3339(r.unix, 0),
-            period: name.clone(),
-            route: self.route.clone(),
-            key_digest: digest_hex(r.digest),
-            event_id: r.event_id,
+        let Some((_, name, period)) = &self.last_name else {
+            return;
+        };
+        let fields = LineFields {
+            ts: &self.last_ts.1,
+            period,
+            route: &self.route_json,
+            digest: r.digest,
+            event_id: r.event_id.as_deref(),
             kind: r.kind,
             amount: r.amount,
             revision: r.revision,
-            instance: r.instance,
+            instance,
         };
-        let line = frame(&e);
-        match b.bufs.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, buf)) => buf.extend_from_slice(&line),
-            None => b.bufs.push((name, line)),
+        match b.bufs.iter_mut().find(|(n, _)| n == name) {
+            Some((_, buf)) => push_line(buf, &fields),
+            None => {
+                let mut buf = Vec::with_capacity(256);
+                push_line(&mut buf, &fields);
+                b.bufs.push((name.clone(), buf));
+            }
         }
         b.records += 1;
         b.acks.extend(r.ack);
@@ -631,6 +746,13 @@ pub(crate) struct RouteLedger {
     map_hash: ahash::RandomState,
     /// Start of the period the shards hold; held while they roll over.
     rolled: Mutex<u64>,
+    /// The instance name of the first record handed over: records with it carry none (the
+    /// writer knows it), so a request allocates nothing for it; a reload that renames the
+    /// instance makes its records carry their own.
+    instance: Arc<OnceLock<String>>,
+    /// The quota's `RateLimit-Policy` item for a period start and limit, made once per
+    /// period instead of formatted per request (see [`RouteLedger::policy_item`]).
+    policy_item: ArcSwapOption<(u64, u64, HeaderText)>,
     /// To the writer thread.
     tx: Sender<Msg>,
     writer: Option<JoinHandle<()>>,
@@ -706,10 +828,10 @@ impl RouteLedger {
         let (file, len, events, notice) = open_recovering(&Self::path_of(&dir, &name))?;
         let (shard_hash, map_hash) = hashers();
         let durable = Arc::new(AtomicU64::new(0));
+        let instance = Arc::new(OnceLock::new());
         let (tx, rx) = std::sync::mpsc::channel();
         let appender = Appender {
             dir: dir.clone(),
-            route: route.to_string(),
             sync,
             files: vec![OpenFile {
                 name,
@@ -719,6 +841,10 @@ impl RouteLedger {
             }],
             last_sync: Instant::now(),
             last_name: None,
+            last_ts: (0, String::new()),
+            route_json: json_text(route),
+            instance: instance.clone(),
+            instance_json: None,
             durable: durable.clone(),
             unsynced: 0,
         };
@@ -747,6 +873,8 @@ impl RouteLedger {
             shard_hash,
             map_hash,
             rolled: Mutex::new(id.start),
+            instance,
+            policy_item: ArcSwapOption::empty(),
             tx,
             writer: Some(writer),
             #[cfg(test)]
@@ -839,8 +967,12 @@ impl RouteLedger {
     fn hand_over(
         &self,
         mut r: Rec,
+        w: Writer<'_>,
         wait: bool,
     ) -> Result<Option<Receiver<Result<(), String>>>, String> {
+        if self.instance.get_or_init(|| w.instance.to_string()) != w.instance {
+            r.instance = Some(w.instance.to_string());
+        }
         let rx = if wait {
             let (a, rx) = sync_channel(1);
             r.ack = Some(a);
@@ -866,6 +998,26 @@ impl RouteLedger {
         let (ack, rx) = sync_channel(1);
         self.send(Msg::Barrier { sync, ack })?;
         rx.recv().map_err(|_| self.stopped())?
+    }
+
+    /// The `RateLimit-Policy` item of period `p` under `limit`: the one made for them
+    /// before, or `make`'s (kept for the next requests).
+    pub(crate) fn policy_item(
+        &self,
+        p: PeriodId,
+        limit: u64,
+        make: impl FnOnce() -> HeaderText,
+    ) -> HeaderText {
+        if let Some(c) = &*self.policy_item.load()
+            && c.0 == p.start
+            && c.1 == limit
+        {
+            return c.2.clone();
+        }
+        let t = make();
+        self.policy_item
+            .store(Some(Arc::new((p.start, limit, t.clone()))));
+        t
     }
 
     /// The current period at `unix`.
@@ -937,7 +1089,7 @@ impl RouteLedger {
                 t.event_id.clone(),
                 w,
             );
-            let rx = self.hand_over(r.durable(), always)?;
+            let rx = self.hand_over(r.durable(), w, always)?;
             return self.await_ack(rx).map(|()| true);
         }
         let id = s.id;
@@ -959,7 +1111,7 @@ impl RouteLedger {
             t.event_id.clone(),
             w,
         );
-        let rx = self.hand_over(r, always)?;
+        let rx = self.hand_over(r, w, always)?;
         drop(s);
         self.await_ack(rx).map(|()| true)
     }
@@ -986,6 +1138,7 @@ impl RouteLedger {
                 k.count.adjust(amount);
                 self.hand_over(
                     Rec::new(target, digest, Kind::Adjust, amount, id, w).durable(),
+                    w,
                     true,
                 )?
             } else {
@@ -1006,6 +1159,7 @@ impl RouteLedger {
             if !seen {
                 let rx = self.hand_over(
                     Rec::new(target, digest, Kind::Adjust, amount, id, w).durable(),
+                    w,
                     true,
                 )?;
                 self.await_ack(rx)?;
@@ -1089,7 +1243,7 @@ impl RouteLedger {
             Some(event_id.into()),
             w,
         );
-        let rx = self.hand_over(r, always)?;
+        let rx = self.hand_over(r, w, always)?;
         drop(s);
         let e = Event {
             ts: crate::accesslog::rfc3339(w.unix, 0),

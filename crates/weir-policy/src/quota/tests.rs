@@ -190,6 +190,39 @@ fn writer_lands_every_record_in_per_key_order_and_acks_always_after_fsync() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// The writer's line maker writes exactly what `frame` (serde_json) writes, for any
+    /// route, instance and event id text (quotes, backslashes, control and non-ASCII
+    /// characters) and any numbers.
+    #[test]
+    fn the_writers_lines_are_frames(
+        route in "\\PC{0,12}|[\"\\\\\u{0}-\u{1f}a/.]{0,6}",
+        instance in "\\PC{0,8}",
+        event_id in proptest::option::of("[!-~]{0,10}|\\PC{0,4}"),
+        digest in any::<u128>(),
+        kind in 0u8..3,
+        amount in any::<i64>(),
+        revision in any::<u64>(),
+        unix in 0u64..8_000_000_000,
+    ) {
+        let e = super::ledger::Event {
+            ts: crate::accesslog::rfc3339(unix, 0),
+            period: PERIOD.at(unix).to_string(),
+            route,
+            key_digest: super::ledger::digest_hex(digest),
+            event_id,
+            kind: [super::ledger::Kind::Consume, super::ledger::Kind::Adjust, super::ledger::Kind::Bypass][usize::from(kind)],
+            amount,
+            revision,
+            instance,
+        };
+        let fast = super::ledger::line_of(&e, digest);
+        let slow = super::ledger::frame(&e);
+        prop_assert_eq!(String::from_utf8_lossy(&fast), String::from_utf8_lossy(&slow));
+    }
+}
+
 /// One step of a history.
 #[derive(Debug, Clone)]
 enum Op {
