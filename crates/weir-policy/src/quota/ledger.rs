@@ -33,11 +33,15 @@
 //!   `mpsc` channel (the workspace has no other channel crate), both under the shard's
 //!   lock, so a key's records reach the file in the order its state changed. The writer
 //!   takes whatever is queued (at most [`MAX_BATCH`] messages), makes the lines
-//!   (timestamp, JSON, checksum: none of it on the request thread), writes them with one
+//!   (timestamp, JSON, checksum: none of it on the request thread; [`push_line`] copies
+//!   the repeated fields as text made once), writes them with one
 //!   `write(2)` per file, syncs when the batch asks for it, then acknowledges whoever
 //!   waits.
-//! - `sync = "1s"`: the request only hands its record over. `sync = "always"`: the request
-//!   waits for the acknowledgement, sent after the batch's `fdatasync`. That wait blocks
+//! - `sync = "1s"`: the request only hands its record over; a record that finds the writer
+//!   idle wakes it, and the writer waits [`GATHER`] (1 ms) for more before writing, so a
+//!   busy route costs one wake-up and one `write(2)` per millisecond rather than per
+//!   request. `sync = "always"`: the request waits for the acknowledgement, sent after
+//!   the batch's `fdatasync`. That wait blocks
 //!   the request thread on a channel `recv`: the commit runs in `Flow::on_attempt`, which
 //!   the engine API makes synchronous (it returns `Next` with the headers to forward; there
 //!   is no await point between the upstream's answer and the response the frontend
@@ -53,9 +57,10 @@
 //!   it before, so `ledger_sum` counts every committed event.
 //!
 //! What handing over costs, `sync = "1s"`: a process crash loses the records still queued
-//! for the writer — those of the last moments before the crash, possibly some whose
-//! response went out (before, each was written before its response). `sync = "always"`
-//! loses nothing acknowledged: no response goes out before its record is on disk.
+//! for the writer — about the last millisecond's ([`GATHER`] and the write), possibly
+//! some whose response went out (before, each was written before its response).
+//! `sync = "always"` loses nothing acknowledged: no response goes out before its record
+//! is on disk.
 //!
 //! # Recovery
 //! [`scan`] reads a file: a last record that is cut short or fails its checksum (a write
