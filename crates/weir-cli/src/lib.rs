@@ -128,14 +128,14 @@ pub fn main<X: Args>(
             .and_then(|m| simulate::SimulateArgs::from_arg_matches(&m))
             .unwrap_or_else(|e| e.format(&mut cmd).exit());
         return simulate::run(sim).unwrap_or_else(|e| {
-            eprintln!("{bin}: error: {e}");
+            say(format_args!("{bin}: error: {e}"));
             ExitCode::FAILURE
         });
     }
     let cli =
         Cli::<X>::try_parse_from(bin, about, std::env::args_os()).unwrap_or_else(|e| e.exit());
     run(cli).unwrap_or_else(|e| {
-        eprintln!("{bin}: error: {e}");
+        say(format_args!("{bin}: error: {e}"));
         ExitCode::FAILURE
     })
 }
@@ -253,12 +253,16 @@ pub fn prepare<X: Args>(cli: &Cli<X>) -> Result<Ready, String> {
         };
         return Ok(Ready::Checked(match Engine::check(path) {
             Ok(set) => {
-                print!("{}", set.describe());
-                println!("{}: OK", path.display());
+                // Written, not `print!`ed: `--check | head` closes stdout early, and that is
+                // not a reason to panic.
+                use std::io::Write as _;
+                let mut out = std::io::stdout().lock();
+                let _ = write!(out, "{}", set.describe());
+                let _ = writeln!(out, "{}: OK", path.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("{e}");
+                say(format_args!("{e}"));
                 ExitCode::FAILURE
             }
         }));
@@ -279,8 +283,10 @@ pub fn prepare<X: Args>(cli: &Cli<X>) -> Result<Ready, String> {
         .and_then(|e| e.try_with_overrides(cli.overrides()))
         .map_err(|e| e.to_string())?;
     if cli.check {
-        print!("{}", engine.describe());
-        println!("demo config: OK");
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{}", engine.describe());
+        let _ = writeln!(out, "demo config: OK");
         return Ok(Ready::Checked(ExitCode::SUCCESS));
     }
     Ok(Ready::Serve(Serving {

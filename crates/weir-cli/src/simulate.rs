@@ -67,7 +67,8 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("{trace_name}: cannot read: {e}"))?;
     let reqs = parse_trace(&sim, &trace, &trace_name)?;
     let records = sim.run(&reqs).map_err(|e| e.to_string())?;
-    print!("{}", table(&records));
+    // A closed stdout (`simulate ... | head`) is not a reason to panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table(&records).as_bytes());
     if let Some(out) = &args.out {
         std::fs::write(out, json_lines(&records))
             .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;

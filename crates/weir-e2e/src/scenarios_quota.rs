@@ -226,15 +226,24 @@ struct Load {
     sent: u64,
     /// 200 responses received.
     ok: u64,
+    /// 200 responses received more than [`SYNC_1S_WINDOW`] before the kill was sent.
+    ok_before_window: u64,
 }
+
+/// What `sync = "1s"` may lose in a process crash: the consumptions of the writer's last
+/// batch (it gathers for 1 ms, then writes). The window checked is wider — 100 ms — because
+/// on two busy cores the writer thread can wait that long for a core; an answer older than
+/// that must have survived.
+const SYNC_1S_WINDOW: Duration = Duration::from_millis(100);
 
 /// Clients hammer `/ok` for `run`, then the gateway gets SIGKILL while they still do.
 fn load_then_kill(gw: &mut Gateway, key: &str, run: Duration) -> Load {
     let sent = AtomicU64::new(0);
     let ok = AtomicU64::new(0);
+    let answered_at = std::sync::Mutex::new(Vec::<Instant>::new());
     let stop = AtomicBool::new(false);
     let addr = gw.addr;
-    thread::scope(|s| {
+    let killed = thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
                 let h = format!("x-consumer: {key}");
@@ -251,6 +260,10 @@ fn load_then_kill(gw: &mut Gateway, key: &str, run: Duration) -> Load {
                     match conn.get("/ok", &[&h]) {
                         Ok(r) if r.status == 200 => {
                             ok.fetch_add(1, Ordering::SeqCst);
+                            answered_at
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(Instant::now());
                         }
                         Ok(_) => {}
                         Err(_) => c = None,
@@ -259,20 +272,27 @@ fn load_then_kill(gw: &mut Gateway, key: &str, run: Duration) -> Load {
             });
         }
         thread::sleep(run);
+        let killed = Instant::now();
         gw.signal("KILL");
         let _ = gw.wait_exit(Duration::from_secs(5));
         stop.store(true, Ordering::Relaxed);
+        killed
     });
+    let cutoff = killed.checked_sub(SYNC_1S_WINDOW).unwrap_or(killed);
+    let answered_at = answered_at.into_inner().unwrap_or_else(|e| e.into_inner());
     Load {
         sent: sent.into_inner(),
         ok: ok.into_inner(),
+        ok_before_window: answered_at.iter().filter(|&&t| t < cutoff).count() as u64,
     }
 }
 
 /// `kill -9` under load, with `sync = "always"` and `sync = "1s"`: after a restart on the
-/// same directory, the key's count is at least every 200 a client received (a process
-/// crash loses nothing written: every consumption is written before its response goes
-/// out) and at most what was sent (nothing counted twice), and `ledger_sum == used`.
+/// same directory, the key's count is at most what was sent (nothing counted twice) and at
+/// least every 200 a client received — with `"always"` all of them (each consumption is
+/// fsynced before its response goes out); with `"1s"` all but those answered in the last
+/// [`SYNC_1S_WINDOW`] before the kill (the writer thread's last batch, docs/CONFIG.md
+/// "What a crash leaves").
 pub fn quota_survives_kill_9_under_load(bin: &Path) {
     let blue = demo("blue");
     let ups = [("blue", blue.addr())];
@@ -303,9 +323,14 @@ pub fn quota_survives_kill_9_under_load(bin: &Path) {
             load.ok,
             started.elapsed()
         );
+        let must_survive = if sync == "always" {
+            load.ok
+        } else {
+            load.ok_before_window
+        };
         assert!(
-            n >= load.ok,
-            "{sync}: lost consumptions: used {n} < {} answered",
+            n >= must_survive,
+            "{sync}: lost consumptions: used {n} < {must_survive} answered (of {} in all)",
             load.ok
         );
         assert!(

@@ -22,7 +22,6 @@ use siphasher::sip128::{Hasher128, SipHasher24};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 use subtle::ConstantTimeEq;
 
 /// Bound on cached verifications per thread.
@@ -97,10 +96,12 @@ pub(crate) enum Invalid {
     Subject,
 }
 
-/// Wall-clock Unix seconds (JWT times are wall-clock times).
+/// The system's wall-clock Unix seconds, for the test and bench hooks only: the engine reads
+/// wall time from its clock (`crate::wall`), never from the system.
+#[cfg(any(test, feature = "test-hooks"))]
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 

@@ -182,9 +182,18 @@ fn route(engine: &Engine, method: &str, target: &str, body: &[u8]) -> GatewayRes
             let list: Vec<serde_json::Value> = live.upstreams.iter().map(|u| u.json(now)).collect();
             GatewayResponse::json(200, &json!({"revision": live.revision, "upstreams": list}))
         }
-        "/admin/quota" => crate::quota::admin::state(&live, &quota_store(shared), query),
-        "/admin/quota/ledger" => crate::quota::admin::ledger(&live, &quota_store(shared), query),
-        "/admin/quota/adjust" => crate::quota::admin::adjust(&live, &quota_store(shared), body),
+        "/admin/quota" => {
+            crate::quota::admin::state(&live, &quota_store(shared), query, shared.clock.unix_secs())
+        }
+        "/admin/quota/ledger" => crate::quota::admin::ledger(
+            &live,
+            &quota_store(shared),
+            query,
+            shared.clock.unix_secs(),
+        ),
+        "/admin/quota/adjust" => {
+            crate::quota::admin::adjust(&live, &quota_store(shared), body, shared.clock.unix_secs())
+        }
         _ => {
             drop(live);
             match engine.reload() {

@@ -4,7 +4,6 @@
 
 use super::ledger::{Event, KeyReport, Kind, RouteLedger, Writer, digest_hex};
 use super::service::store_request;
-use crate::auth::service::unix_now;
 use crate::ratelimit::Scope;
 use crate::response::GatewayResponse;
 use crate::runtime::Live;
@@ -149,7 +148,7 @@ fn state_json(route: &str, limit: u64, r: &KeyReport) -> serde_json::Value {
 }
 
 /// `GET /admin/quota?route=ID&key=VALUE`.
-pub(crate) fn state(live: &Live, store: &StoreRef, query: &str) -> GatewayResponse {
+pub(crate) fn state(live: &Live, store: &StoreRef, query: &str, unix: u64) -> GatewayResponse {
     let route = param(query, "route");
     let (l, limit) = match ledger_of(live, route.as_deref()) {
         Ok(x) => x,
@@ -159,7 +158,6 @@ pub(crate) fn state(live: &Live, store: &StoreRef, query: &str) -> GatewayRespon
     let Some(key) = param(query, "key") else {
         return bad(400, "missing parameter: key");
     };
-    let unix = unix_now();
     if is_global(live, &route) {
         return match global_report(
             store,
@@ -192,7 +190,7 @@ struct AdjustBody {
 }
 
 /// `POST /admin/quota/adjust` with `{"route", "key", "amount", "reason", "event_id"[, "period"]}`.
-pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8]) -> GatewayResponse {
+pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8], unix: u64) -> GatewayResponse {
     let b: AdjustBody = match serde_json::from_slice(body) {
         Ok(b) => b,
         Err(e) => return bad(400, format!("invalid body: {e}")),
@@ -204,7 +202,6 @@ pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8]) -> GatewayRespo
     if b.event_id.is_empty() || b.event_id.len() > super::service::MAX_EVENT_ID_BYTES {
         return bad(400, "event_id: must be 1 to 256 bytes");
     }
-    let unix = unix_now();
     let period = match b.period.as_deref() {
         None => None,
         Some(p) => match l.period_at(unix).period.parse(p) {
@@ -265,13 +262,12 @@ pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8]) -> GatewayRespo
 }
 
 /// `GET /admin/quota/ledger?route=ID&period=P` → the period's events as JSON lines.
-pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str) -> GatewayResponse {
+pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str, unix: u64) -> GatewayResponse {
     let route = param(query, "route");
     let (l, _) = match ledger_of(live, route.as_deref()) {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let unix = unix_now();
     let current = l.period_at(unix);
     let period = match param(query, "period") {
         None => current,
