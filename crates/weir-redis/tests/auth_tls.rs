@@ -54,14 +54,25 @@ fn refused(s: RedisSettings) {
     assert!(!e.contains(PASSWORD), "the password leaked into {e:?}");
 }
 
-#[test]
-fn requirepass_server_needs_the_password() {
+/// A `redis-server` on a free port with `extra` arguments; `None` (skip) without Redis.
+fn server(extra: &[&str]) -> Option<(Server, u16)> {
     if !installed() {
-        return;
+        return None;
     }
     let port = free_port();
     let p = port.to_string();
-    let _srv = Server::start_with(port, &["--port", &p, "--requirepass", PASSWORD]).unwrap();
+    let args: Vec<&str> = ["--port", p.as_str()]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    Some((Server::start_with(port, &args)?, port))
+}
+
+#[test]
+fn requirepass_server_needs_the_password() {
+    let Some((_srv, port)) = server(&["--requirepass", PASSWORD]) else {
+        return;
+    };
     let url = format!("redis://127.0.0.1:{port}/0");
     two_calls(RedisSettings {
         password: Some(Secret::new(PASSWORD)),
@@ -79,19 +90,13 @@ fn requirepass_server_needs_the_password() {
 
 #[test]
 fn acl_user_with_the_default_user_off() {
-    if !installed() {
-        return;
-    }
-    let port = free_port();
-    let p = port.to_string();
     let pw = format!(">{PASSWORD}");
-    let _srv = Server::start_with(
-        port,
-        &[
-            "--port", &p, "--user", "default", "off", "--user", "weir", "on", &pw, "~*", "+@all",
-        ],
-    )
-    .unwrap();
+    let acl = [
+        "--user", "default", "off", "--user", "weir", "on", &pw, "~*", "+@all",
+    ];
+    let Some((_srv, port)) = server(&acl) else {
+        return;
+    };
     let url = format!("redis://127.0.0.1:{port}/0");
     two_calls(RedisSettings {
         username: Some("weir".into()),

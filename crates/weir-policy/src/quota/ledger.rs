@@ -1082,20 +1082,22 @@ impl RouteLedger {
     /// duplicate: nothing written).
     pub(crate) fn commit(&self, t: &Ticket, w: Writer<'_>) -> Result<bool, String> {
         let always = self.sync == SyncPolicy::Always;
-        let mut s = self.shard(t.digest);
-        if s.id.start != t.period_start {
-            // The period closed while the request was in flight: the unit belongs to the
-            // period that admitted it, whose file gets it (synced).
-            drop(s);
-            let period = self.period.at(t.period_start);
-            let r = Rec::new(
+        let consume = |period| {
+            Rec::new(
                 period,
                 t.digest,
                 Kind::Consume,
                 t.cost as i64,
                 t.event_id.clone(),
                 w,
-            );
+            )
+        };
+        let mut s = self.shard(t.digest);
+        if s.id.start != t.period_start {
+            // The period closed while the request was in flight: the unit belongs to the
+            // period that admitted it, whose file gets it (synced).
+            drop(s);
+            let r = consume(self.period.at(t.period_start));
             let rx = self.hand_over(r.durable(), w, always)?;
             return self.await_ack(rx).map(|()| true);
         }
@@ -1110,14 +1112,7 @@ impl RouteLedger {
         k.count.commit(t.cost);
         // Handed over under the shard's lock: a key's events reach the writer in the
         // order its state changed.
-        let r = Rec::new(
-            id,
-            t.digest,
-            Kind::Consume,
-            t.cost as i64,
-            t.event_id.clone(),
-            w,
-        );
+        let r = consume(id);
         let rx = self.hand_over(r, w, always)?;
         drop(s);
         self.await_ack(rx).map(|()| true)
