@@ -42,6 +42,10 @@ pub struct SimulateArgs {
     /// Write one JSON line per request here.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Wall time at the trace's time zero (RFC 3339, e.g. 2026-12-01T00:00:00Z): the calendar
+    /// of quota periods and token expiry. Default: an access log's first arrival, else now.
+    #[arg(long, value_name = "RFC3339")]
+    pub start: Option<String>,
 }
 
 /// Runs `simulate` with the arguments after the word `simulate`.
@@ -65,7 +69,13 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode, String> {
     let trace_name = args.trace.display().to_string();
     let trace = std::fs::read_to_string(&args.trace)
         .map_err(|e| format!("{trace_name}: cannot read: {e}"))?;
-    let reqs = parse_trace(&sim, &trace, &trace_name)?;
+    let reqs = parse_trace(&mut sim, &trace, &trace_name)?;
+    if let Some(start) = &args.start {
+        let ns = rfc3339_ms(start).ok_or_else(|| {
+            format!("--start {start:?}: expected RFC 3339 in UTC, e.g. 2026-12-01T00:00:00Z")
+        })?;
+        sim.start_at(core::time::Duration::from_nanos(ns));
+    }
     let records = sim.run(&reqs).map_err(|e| e.to_string())?;
     // A closed stdout (`simulate ... | head`) is not a reason to panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table(&records).as_bytes());
@@ -76,8 +86,14 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The trace's requests; errors are `FILE:LINE: message`.
-pub fn parse_trace(sim: &Simulation, text: &str, name: &str) -> Result<Vec<SimRequest>, String> {
+/// The trace's requests; errors are `FILE:LINE: message`. An access log also sets the
+/// simulation's calendar: its first arrival is the wall time at simulated time zero, so
+/// quota periods and token expiry fall where they fell for the gateway that wrote it.
+pub fn parse_trace(
+    sim: &mut Simulation,
+    text: &str,
+    name: &str,
+) -> Result<Vec<SimRequest>, String> {
     let mut reqs = Vec::new();
     // Arrival in nanoseconds on the trace's time line (access-log times are made relative
     // to the earliest arrival afterwards).
@@ -166,6 +182,7 @@ pub fn parse_trace(sim: &Simulation, text: &str, name: &str) -> Result<Vec<SimRe
         for r in &mut reqs {
             r.t = r.t.saturating_sub(first);
         }
+        sim.start_at(core::time::Duration::from_nanos(first.as_u64()));
     }
     Ok(reqs)
 }
