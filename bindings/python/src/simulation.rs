@@ -47,11 +47,19 @@ impl PySimulation {
 
 #[pymethods]
 impl PySimulation {
-    /// `text`: the TOML; `origin`: its name in errors (a path anchors relative files).
+    /// `text`: the TOML; `origin`: its name in errors (a path anchors relative files);
+    /// `start`: Unix seconds at time zero (the calendar of quotas and tokens; default now).
     #[new]
-    fn new(text: &str, origin: &str, seed: u64) -> PyResult<Self> {
-        let sim = Simulation::new(text, origin, seed)
+    #[pyo3(signature = (text, origin, seed, start=None))]
+    fn new(text: &str, origin: &str, seed: u64, start: Option<f64>) -> PyResult<Self> {
+        let mut sim = Simulation::new(text, origin, seed)
             .map_err(|e| PyValueError::new_err(format!("config: {e}")))?;
+        if let Some(s) = start {
+            let d = std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+                PyValueError::new_err(format!("start: {s} is not Unix seconds >= 0"))
+            })?;
+            sim.start_at(d);
+        }
         Ok(PySimulation {
             sim: Mutex::new(sim),
         })

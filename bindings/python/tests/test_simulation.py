@@ -154,3 +154,25 @@ def test_bad_items_are_named_by_index():
         sim.run([float("nan")], "/limited")
     with pytest.raises(ValueError, match="methods has 1 items but times has 2"):
         sim.run([0.0, 1.0], "/limited", methods=["GET"])
+
+
+def test_the_calendar_follows_simulated_time(tmp_path):
+    # A monthly quota of 2 from 2026-01-31T23:00:00Z: the third request is refused, and one
+    # two simulated hours later falls in February's period.
+    config = f"""
+server = {{ listen = "127.0.0.1:8080" }}
+quota = {{ dir = "{tmp_path}" }}
+upstreams = [{{ name = "up", endpoints = ["127.0.0.1:9"] }}]
+[[routes]]
+id = "q"
+match = {{ path_prefix = "/q" }}
+upstream = "up"
+quota = {{ limit = 2, period = "month", key = ["route"] }}
+"""
+    jan_31_23h = 1_769_900_400
+    r = weir.Simulation(config, start=jan_31_23h).run([0.0, 60.0, 120.0, 7200.0], "/q")
+    assert list(r.reason) == ["proxied", "proxied", "quota_exhausted", "proxied"]
+    with pytest.raises(ValueError, match="start must be Unix seconds"):
+        weir.Simulation(config, start=-1)
+    with pytest.raises(ValueError, match="start must be Unix seconds"):
+        weir.Simulation(config, start="now")

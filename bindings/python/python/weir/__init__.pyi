@@ -302,7 +302,7 @@ class SimulationResult:
 class Simulation:
     """A gateway config (path or TOML text) on virtual time, upstreams simulated."""
 
-    def __init__(self, config: str, seed: int = 0) -> None: ...
+    def __init__(self, config: str, seed: int = 0, start: Optional[float] = None) -> None: ...
     def upstream(
         self,
         name: str,

@@ -89,10 +89,12 @@ class Simulation:
     through the gateways' own engine (rate limit with its delays, concurrency queue,
     breaker, per-try timeouts, retries with backoff, fallback) on a manual clock that
     jumps from event to event; ``seed`` fixes every random choice. Upstreams default to
-    1 ms latency, no errors.
+    1 ms latency, no errors. ``start`` is the wall time (Unix seconds) at the trace's time
+    zero — the calendar of quota periods and token expiry, which then moves with simulated
+    time (default: now); give it for runs that must repeat on any day.
     """
 
-    def __init__(self, config: str, seed: int = 0):
+    def __init__(self, config: str, seed: int = 0, start: Optional[float] = None):
         if not isinstance(config, str):
             raise TypeError(f"config must be a path or TOML text (str), not {type(config).__name__}")
         if "\n" not in config and (os.path.exists(config) or config.endswith(".toml")):
@@ -105,7 +107,11 @@ class Simulation:
             text, origin = config, "<config>"
         if not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an integer in 0..2**64, got {seed!r}")
-        self._sim = _weir._Simulation(text, origin, seed)
+        if start is not None and (
+            isinstance(start, bool) or not isinstance(start, (int, float)) or not 0 <= start < 2**63 / 1e9
+        ):
+            raise ValueError(f"start must be Unix seconds >= 0 (a number), got {start!r}")
+        self._sim = _weir._Simulation(text, origin, seed, None if start is None else float(start))
 
     def upstream(
         self,
