@@ -392,7 +392,7 @@ macro_rules! with_log {
 }
 
 impl Log {
-    fn new(limit: u64, window: Nanos) -> Result<Log, weir_core::ConfigError> {
+    fn new(limit: u64, window: Nanos) -> Result<Log, weir_core::ParamError> {
         Ok(match limit {
             0..=8 => Log::L8(Box::new(SlidingLog::new(limit, window)?)),
             9..=64 => Log::L64(Box::new(SlidingLog::new(limit, window)?)),
