@@ -8,7 +8,7 @@
 
 use crate::decision::{PyDecision, issue};
 use crate::errors;
-use crate::replay::{Fill, PyLimiter};
+use crate::fill::{Fill, PyLimiter};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
