@@ -1,4 +1,7 @@
-//! The global store interface (implemented by the Redis crate).
+//! The global store interface (implemented by the Redis crate), its one error type, and
+//! what a store is built from and how a route uses it (`[store]`'s [`StoreConfig`],
+//! [`Scope`], [`OnStoreError`]): a leaf, because the rate limit and the quota both read
+//! them and the policies do not import each other.
 //!
 //! Semantics owned here, not by the store: the engine bounds every call with
 //! `[store] timeout_ms` (racing the future against the frontend's [`crate::Timer`]);
@@ -221,8 +224,9 @@ pub trait GlobalStore: Send + Sync + 'static {
         req: QuotaRequest,
     ) -> Pin<Box<dyn Future<Output = Result<QuotaReply, StoreError>> + Send>> {
         let _ = req;
-        Box::pin(core::future::ready(Err(StoreError(
-            "this store has no quotas".into(),
+        Box::pin(core::future::ready(Err(StoreError::new(
+            StoreErrorKind::Config,
+            "this store has no quotas",
         ))))
     }
 }
@@ -375,13 +379,58 @@ pub struct StoreRequest {
     pub cost: u64,
 }
 
-/// The store could not answer (connection, protocol, script error...).
+/// Why the store could not answer (one type for the engine and every store
+/// implementation: weir-redis re-exports it). Never a rate-limit denial: the route's
+/// `on_store_error` decides what the request gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+pub struct StoreError {
+    /// What failed.
+    pub kind: StoreErrorKind,
+    /// Human-readable detail (no keys, no secrets).
+    pub message: String,
+}
+
+/// The class of a [`StoreError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// No answer within the store timeout.
+    Timeout,
+    /// No store, could not connect, or the connection broke.
+    Unavailable,
+    /// The store answered with an error, or an answer of the wrong shape.
+    Protocol,
+    /// The limit, the URL or the store kind cannot be used.
+    Config,
+}
+
+impl StoreError {
+    /// An error of this kind.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
+        StoreError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// `StoreError(message)`, the spelling of the old `StoreError(pub String)`: an
+/// [`StoreErrorKind::Unavailable`] error. Only quota/ still calls it — it is being
+/// rewritten at the same time and could not change here; remove this once it builds its
+/// errors with [`StoreError::new`].
+#[allow(non_snake_case)]
+pub(crate) fn StoreError(message: String) -> StoreError {
+    StoreError::new(StoreErrorKind::Unavailable, message)
+}
 
 impl core::fmt::Display for StoreError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "rate-limit store error: {}", self.0)
+        let k = match self.kind {
+            StoreErrorKind::Timeout => "timeout",
+            StoreErrorKind::Unavailable => "unavailable",
+            StoreErrorKind::Protocol => "protocol error",
+            StoreErrorKind::Config => "configuration",
+        };
+        write!(f, "rate limit store {k}: {}", self.message)
     }
 }
 
