@@ -1,4 +1,5 @@
-//! Request descriptors: the key a rate limit counts by, built from trusted, bounded parts.
+//! Request descriptors: the key a rate limit (or a quota) counts by, built from trusted,
+//! bounded parts ([`KeyPart`], parsed from a section's `key = [...]` by [`key_parts`]).
 //!
 //! Two hashes serve two purposes. The *digest* (128-bit SipHash-2-4 with a fixed key, hex)
 //! is stable across instances and restarts: it names the key in access logs and in the
