@@ -36,6 +36,7 @@ const ROOT_ALLOWED: &[&str] = &[
     ".ci",
     ".github",
     ".gitignore",
+    "CHANGELOG.md",
     "Cargo.lock",
     "Cargo.toml",
     "LICENSE",
