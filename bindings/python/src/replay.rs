@@ -23,7 +23,6 @@
 use crate::errors;
 use crate::fill::{BYTES_PER_EVENT, Fill, PyLimiter};
 use crate::limiters::{PyFixedWindow, PyLeakyBucket, PySlidingLog, PySlidingWindow, PyTokenBucket};
-use crate::time::{TimeSource, round_ns};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -31,7 +30,10 @@ use pyo3::types::{PyBytes, PySlice};
 use weir_core::Nanos;
 // Used only by the benchmark hooks at the end of this file.
 #[cfg(feature = "bench-hooks")]
-use weir_core::{Decision, SharedTokenBucket};
+use {
+    crate::time::round_ns,
+    weir_core::{Decision, SharedTokenBucket},
+};
 
 /// Traces at least this long run without the GIL.
 const DETACH_AT: usize = 4096;

@@ -216,9 +216,8 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
-    if m.len() == 1 && matches!(m[0].as_str(), "lib" | "main") {
-        m.pop();
-    } else if m.last().is_some_and(|l| l == "mod") {
+    let root = m.len() == 1 && matches!(m[0].as_str(), "lib" | "main");
+    if root || m.last().is_some_and(|l| l == "mod") {
         m.pop();
     }
     m
@@ -398,14 +397,14 @@ pub fn without_tests(code: &str) -> (String, Vec<String>) {
             .collect();
         let tail = m.trim_start()[name.len()..].trim_start();
         let consumed = code.len() - tail.len();
-        if tail.starts_with(';') {
+        if let Some(after_semi) = tail.strip_prefix(';') {
             children.push(name);
             out.extend(
                 code[code.len() - rest.len() + at..consumed]
                     .chars()
                     .filter(|&c| c == '\n'),
             );
-            rest = &tail[1..];
+            rest = after_semi;
         } else if tail.starts_with('{') {
             let mut depth = 0usize;
             let mut end = tail.len();
@@ -457,7 +456,7 @@ pub fn paths(code: &str, here: &[String]) -> Vec<(usize, Vec<String>)> {
     }
     roots.sort();
     for (at, root) in roots {
-        if root != "" && code[..at].chars().last().is_some_and(ident) {
+        if !root.is_empty() && code[..at].chars().last().is_some_and(ident) {
             continue;
         }
         let line = code[..at].matches('\n').count() + 1;
