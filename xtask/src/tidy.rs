@@ -72,11 +72,14 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// Reads a tracked file's text (`None`: unreadable or not text).
+type Reader<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
+
 /// The tracked files of the repository and a way to read them: the real one is git's
 /// index plus the working tree; the tests give a map.
 pub(crate) struct Tree<'a> {
     files: BTreeSet<String>,
-    read: Box<dyn Fn(&str) -> Option<String> + 'a>,
+    read: Reader<'a>,
 }
 
 impl<'a> Tree<'a> {
@@ -933,7 +936,9 @@ mod tests {
 
     #[test]
     fn path_rules_by_example() {
-        let cases: [(&str, &[(&str, &str)], &[&str]); 3] = [
+        // (what the case shows, the files, the problems expected)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+        let cases: [Case<'_>; 3] = [
             (
                 "paths may be relative to an enclosing directory",
                 &[
