@@ -1,8 +1,10 @@
 //! The quota step's cost per request: one whole request through the engine (begin, admit,
 //! one attempt answered 200, finish) on a route without a quota, with a local quota
-//! (`sync = "1s"`: a reservation, then one ledger `write(2)` at commit), and with
-//! `sync = "always"` (the same plus an `fdatasync` per request, shared by concurrent
-//! requests; here a single thread, so one per request). The access log is off.
+//! (`sync = "1s"`: a reservation, then the record handed to the ledger's writer thread at
+//! commit — the writer's own work, one `write(2)` per batch, is on another thread and not
+//! in this row's time unless it competes for the core), and with `sync = "always"` (the
+//! request also waits for the writer's `fdatasync`, shared by the requests queued
+//! together; here a single thread, so one per request). The access log is off.
 //!
 //! `request/global_quota_redis` is the same request with `scope = "global"` on a
 //! `redis-server` started on a free loopback port (skipped when none is installed): one

@@ -178,6 +178,10 @@ fn count_heads(tail: &mut u32, data: &[u8]) -> usize {
     n
 }
 
+// io_uring with nothing between is `unsafe` by nature (a buffer ring shared with the kernel,
+// submission entries naming memory the kernel reads later): `unsafe_code` is `deny` in
+// bench/ (bench/Cargo.toml) so that this module alone can allow it.
+#[allow(unsafe_code)]
 mod raw {
     use std::os::fd::AsRawFd;
 

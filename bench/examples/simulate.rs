@@ -1,7 +1,7 @@
 //! The simulation's throughput without Python: the workload of
 //! `bench/python/bench_simulation.py` (one route with a token bucket and a breaker, 10,000
 //! requests/s offered against 5,000/s, upstream latency 2 ms with 1 % errors) run through
-//! `weir_policy::sim::Simulation`, timed in CPU time of the running thread, so a loaded
+//! `weir_sim::Simulation`, timed in CPU time of the running thread, so a loaded
 //! machine slows the figure only through caches and frequency.
 //!
 //! `cargo run --release -p weir-bench --example simulate [REQUESTS] [ROUNDS] [mixed]`
@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 use weir_core::Nanos;
-use weir_policy::sim::{SimRecord, SimRequest, Simulation, UpstreamModel, summary};
+use weir_sim::{SimRecord, SimRequest, Simulation, UpstreamModel, summary};
 
 /// The Python benchmark's config.
 const CONFIG: &str = r#"

@@ -214,21 +214,21 @@ fn check_tight(tb: &TokenBucket, now: u64, cost: u64, d: &Decision) {
         d.reset_after.is_zero(),
         d.remaining == cap && tb.is_fresh(Nanos(now))
     );
-    if !d.reset_after.is_zero() {
-        if let Some(at) = now.checked_add(d.reset_after.0).filter(|&at| at < u64::MAX) {
-            let grown = tb.peek(Nanos(at), 0).unwrap().remaining;
-            assert!(
-                grown > d.remaining,
-                "reset_after {:?} but remaining still {grown}",
-                d.reset_after
-            );
-            let still = tb.peek(Nanos(at - 1), 0).unwrap().remaining;
-            assert_eq!(
-                still, d.remaining,
-                "reset_after {:?} not tight",
-                d.reset_after
-            );
-        }
+    if !d.reset_after.is_zero()
+        && let Some(at) = now.checked_add(d.reset_after.0).filter(|&at| at < u64::MAX)
+    {
+        let grown = tb.peek(Nanos(at), 0).unwrap().remaining;
+        assert!(
+            grown > d.remaining,
+            "reset_after {:?} but remaining still {grown}",
+            d.reset_after
+        );
+        let still = tb.peek(Nanos(at - 1), 0).unwrap().remaining;
+        assert_eq!(
+            still, d.remaining,
+            "reset_after {:?} not tight",
+            d.reset_after
+        );
     }
 }
 

@@ -9,6 +9,7 @@ type Step = (&'static str, fn() -> Result);
 const TEST_STEPS: &[Step] = &[
     ("tidy", crate::tidy::tidy),
     ("fmt", fmt),
+    ("clippy", clippy),
     ("unit", unit),
     ("python", python),
     ("loom", crate::verify::loom),
@@ -66,6 +67,24 @@ fn fmt() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))
 }
 
+/// Clippy on every crate and target of the workspace, warnings as errors: the workspace
+/// lints (`missing_docs`, `unreachable_pub`, ...) and clippy's defaults only gate when a
+/// warning fails the run. After `fmt` (cheap) and before the tests (a warning is found
+/// without waiting for them). The fuzz crate is a workspace of its own, built by
+/// `fuzz-smoke` with the nightly toolchain; it declares the same lints.
+fn clippy() -> Result {
+    // pingora-core's build script builds zlib-ng through cmake (weir-pingora).
+    setup::ensure_apt(&[("cmake", "cmake")])?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))
+}
+
 /// Unit, property and integration tests of every crate — including the end-to-end suites
 /// (`crates/weir-e2e`, run by each frontend's tests against its real binary) and the tests
 /// against a real `redis-server` (and a six-node Redis Cluster on loopback, joined with
@@ -75,11 +94,13 @@ fn fmt() -> Result {
 /// rot (without a second, optimised build of their dependencies).
 fn unit() -> Result {
     // pingora-core builds zlib-ng through cmake (weir-pingora).
-    // redis-cli (redis-tools) joins the Redis Cluster of the cluster tests.
+    // redis-cli (redis-tools) joins the Redis Cluster of the cluster tests; openssl makes
+    // the certificates of the TLS tests (weir_e2e::certs).
     setup::ensure_apt(&[
         ("cmake", "cmake"),
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),
+        ("openssl", "openssl"),
     ])?;
     run(cargo()
         .args(["test", "--workspace", "--all-targets"])

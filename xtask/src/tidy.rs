@@ -72,15 +72,15 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// Reads a tracked file's text (`None`: unreadable or not text).
-type Reader<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
-
 /// The tracked files of the repository and a way to read them: the real one is git's
 /// index plus the working tree; the tests give a map.
 pub(crate) struct Tree<'a> {
     files: BTreeSet<String>,
     read: Reader<'a>,
 }
+
+/// Reads a tracked file's text (`None`: unreadable or not text).
+type Reader<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
 
 impl<'a> Tree<'a> {
     pub(crate) fn new(
@@ -934,10 +934,11 @@ mod tests {
         expect(&p, &want);
     }
 
+    /// What a case shows, its tree (`(path, text)`), the problems it must report.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+
     #[test]
     fn path_rules_by_example() {
-        // (what the case shows, the files, the problems expected)
-        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
         let cases: [Case<'_>; 3] = [
             (
                 "paths may be relative to an enclosing directory",

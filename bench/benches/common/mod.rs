@@ -9,7 +9,7 @@ use weir_core::Nanos;
 /// A row named `name` in group `g` calling `f` with a time 1 µs later each iteration (the
 /// time passes through `black_box`, so the compiler cannot precompute it).
 #[allow(dead_code)] // not every suite has 1 µs rows
-pub fn bench_per_micro<R>(
+pub(crate) fn bench_per_micro<R>(
     g: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     f: impl FnMut(Nanos) -> R,
@@ -18,7 +18,7 @@ pub fn bench_per_micro<R>(
 }
 
 /// Like [`bench_per_micro`], the time advancing `STEP` ns per iteration.
-pub fn bench_every<const STEP: u64, R>(
+pub(crate) fn bench_every<const STEP: u64, R>(
     g: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     mut f: impl FnMut(Nanos) -> R,

@@ -1,5 +1,5 @@
-//! `weir.Simulation`'s native half: weir-policy's virtual-time simulator
-//! ([`weir_policy::sim`]), the very engine of the gateways, over Python columns.
+//! `weir.Simulation`'s native half: the virtual-time simulator ([`weir_sim`]), the very
+//! engine of the gateways, over Python columns.
 //!
 //! Glue only: the Python wrapper (`weir/_simulation.py`) normalises arguments (a config
 //! path or text, one headers dict or one per request); this side keeps the trace as
@@ -17,8 +17,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 use weir_core::Nanos;
-use weir_policy::Outcome;
-use weir_policy::sim::{RouteName, SimRecord, Simulation, Trace, TraceItem, UpstreamModel};
+use weir_sim::{Outcome, RouteName, SimRecord, Simulation, Trace, TraceItem, UpstreamModel};
 
 /// A config compiled for simulation, with its upstreams' models.
 #[pyclass(frozen, module = "weir._weir", name = "_Simulation")]

@@ -1,5 +1,5 @@
 //! `BIN simulate --config F --trace T [--seed N] [--upstream NAME=SPEC]... [--out FILE]`:
-//! the config run on virtual time against simulated upstreams ([`weir_policy::sim`]),
+//! the config run on virtual time against simulated upstreams ([`weir_sim`]),
 //! a table of outcomes per route on stdout, one JSON line per request in `--out`
 //! (docs/CONFIG.md, "Simulation").
 //!
@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use serde_json::Value;
 use weir_core::Nanos;
-use weir_policy::sim::{SimRecord, SimRequest, Simulation, UpstreamModel, summary};
+use weir_sim::{SimRecord, SimRequest, Simulation, UpstreamModel, summary};
 
 /// How far (seconds) a line's time may fall behind the latest time before it: an access log
 /// is written in completion order, so arrivals interleave by up to a request's duration.

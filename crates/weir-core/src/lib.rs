@@ -72,6 +72,9 @@ pub mod limit;
 pub mod limiter;
 pub mod outlier;
 pub mod quota;
+// Test oracles, not API: compiled only for the differential tests, fuzz targets and
+// benchmarks that ask for them, so a build of the engine carries none of their code.
+#[cfg(feature = "reference")]
 #[doc(hidden)]
 pub mod reference;
 pub mod retry_budget;

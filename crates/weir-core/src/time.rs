@@ -123,11 +123,25 @@ impl fmt::Display for Nanos {
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Nanos;
+
+    /// Wall time at [`Clock::now`]: time since the Unix epoch. Rate limits never read it
+    /// (they count on `now`, which a wall-clock step cannot move); what is dated in the
+    /// calendar does — quota periods, token expiry, log timestamps — and reads it from the
+    /// same clock, so a simulation that moves `now` moves the calendar with it. The default
+    /// reads `now` itself as time since the epoch: a clock that knows no calendar (a
+    /// [`ManualClock`]) starts in 1970 unless its owner anchors it (weir-policy's engine
+    /// anchors every clock it is given).
+    fn unix(&self) -> Nanos {
+        self.now()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Nanos {
         (**self).now()
+    }
+    fn unix(&self) -> Nanos {
+        (**self).unix()
     }
 }
 

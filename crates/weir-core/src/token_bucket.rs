@@ -17,7 +17,7 @@
 //! rounding is converting a unit count back to nanoseconds for `retry_after` /
 //! `reset_after`, which rounds **up** (waiting that long is always enough). `remaining` is
 //! `⌊(W − (TAT − now)) / T⌋`, exact. The model we match is the rational GCRA above (see
-//! [`crate::reference::RationalGcra`]); `rate = 3, per = 1 s` admits exactly
+//! `reference::RationalGcra`, feature `reference`); `rate = 3, per = 1 s` admits exactly
 //! `burst + 3·s` in `s` seconds from full, for any `s`.
 //!
 //! Configuration bound: `W = burst · per / g` units must be at most `2^62`

@@ -31,6 +31,8 @@ pub struct RedisCluster {
     dir: PathBuf,
     /// `requirepass` (and `masterauth`) of every node, when started with one.
     password: Option<String>,
+    /// TLS only (clients, replication and the cluster bus), with these certificates.
+    tls: Option<crate::certs::TestCerts>,
 }
 
 /// A master as `CLUSTER NODES` reports it.
@@ -53,16 +55,28 @@ impl RedisCluster {
     /// Starts six nodes and joins them; `None` (skip) without `redis-server` (see the
     /// module docs). Panics when the cluster is not ready within 30 s.
     pub fn start(test: &str) -> Option<RedisCluster> {
-        Self::start_with(test, None)
+        Self::start_with(test, None, false)
     }
 
     /// [`RedisCluster::start`] with every node requiring `password` (`requirepass`, and
     /// `masterauth` so replicas can follow their masters).
     pub fn start_with_password(test: &str, password: &str) -> Option<RedisCluster> {
-        Self::start_with(test, Some(password))
+        Self::start_with(test, Some(password), false)
     }
 
-    fn start_with(test: &str, password: Option<&str>) -> Option<RedisCluster> {
+    /// [`RedisCluster::start_with_password`] with every node speaking TLS only (to clients,
+    /// between replicas and on the cluster bus), its certificate signed by
+    /// [`RedisCluster::tls_ca`].
+    pub fn start_tls(test: &str, password: &str) -> Option<RedisCluster> {
+        Self::start_with(test, Some(password), true)
+    }
+
+    /// The CA file a client must trust (a cluster from [`RedisCluster::start_tls`]).
+    pub fn tls_ca(&self) -> Option<&std::path::Path> {
+        self.tls.as_ref().map(|t| t.ca.as_path())
+    }
+
+    fn start_with(test: &str, password: Option<&str>, tls: bool) -> Option<RedisCluster> {
         if !crate::redis::available(test) {
             return None;
         }
@@ -81,10 +95,12 @@ impl RedisCluster {
             return None;
         }
         let dir = scratch_dir().keep();
+        let tls = tls.then(|| crate::certs::make(&dir));
         let mut c = RedisCluster {
             nodes: Vec::new(),
             dir,
             password: password.map(str::to_owned),
+            tls,
         };
         for i in 0..6 {
             c.nodes.push(c.spawn_node(i, free_port()));
@@ -115,14 +131,31 @@ impl RedisCluster {
         if let Some(pw) = &self.password {
             c.env("REDISCLI_AUTH", pw);
         }
+        if let Some(t) = &self.tls {
+            c.arg("--tls").arg("--cacert").arg(&t.ca);
+        }
         c
     }
 
     /// Starts node `i` on `port` (its bus port another free one) and waits until it listens.
     fn spawn_node(&self, i: usize, port: u16) -> Node {
         let conf = self.dir.join(format!("nodes-{i}.conf"));
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        let mut server = Command::new("redis-server");
+        match &self.tls {
+            None => server.args(["--port", &port.to_string()]),
+            Some(t) => server
+                .args(["--port", "0", "--tls-port", &port.to_string()])
+                .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                .args(["--tls-auth-clients", "no"])
+                .arg("--tls-cert-file")
+                .arg(&t.cert)
+                .arg("--tls-key-file")
+                .arg(&t.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&t.ca),
+        };
+        let child = server
+            .args(["--bind", "127.0.0.1"])
             .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
             .args(["--cluster-port", &free_port().to_string()])
             .arg("--cluster-config-file")

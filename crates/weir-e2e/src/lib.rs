@@ -13,6 +13,7 @@
 //! Everything is bounded: every socket has a timeout, every child process is killed when its
 //! [`Gateway`] is dropped, and upstreams are threads of the test process on 127.0.0.1.
 
+pub mod certs;
 pub mod client;
 pub mod cluster;
 pub mod harness;
@@ -21,6 +22,7 @@ pub mod scenarios;
 pub mod scenarios_cluster;
 pub mod scenarios_headers;
 pub mod scenarios_outlier;
+pub mod scenarios_proxies;
 pub mod scenarios_quota;
 pub mod scenarios_secrets;
 pub mod scenarios_sim;
@@ -93,6 +95,7 @@ macro_rules! suite {
             quota_global_exact_across_instances_bypass_written_back_once,
             secrets_never_reach_output,
             access_log_reopened_on_sigusr1_and_reload,
+            client_address_behind_trusted_proxies,
         );
     };
     (@each $bin:expr; $($name:ident),* $(,)?) => {

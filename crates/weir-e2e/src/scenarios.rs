@@ -1849,6 +1849,7 @@ pub fn non_loopback_admin_without_token_refused(bin: &Path) {
 pub use crate::scenarios_cluster::*;
 pub use crate::scenarios_headers::*;
 pub use crate::scenarios_outlier::*;
+pub use crate::scenarios_proxies::*;
 pub use crate::scenarios_quota::*;
 pub use crate::scenarios_secrets::*;
 pub use crate::scenarios_sim::*;

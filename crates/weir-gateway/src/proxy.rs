@@ -62,6 +62,9 @@ impl weir_policy::Headers for HeaderView<'_> {
     fn get(&self, name: &str) -> Option<&[u8]> {
         self.0.get(name)
     }
+    fn for_each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.0.get_all(name).for_each(f);
+    }
 }
 
 /// A client-side failure while reading a request body.

@@ -140,6 +140,11 @@ impl Headers for ReqHeaders<'_> {
         };
         v.map(|v| v.as_bytes())
     }
+    fn for_each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        for v in self.0.headers.get_all(name) {
+            f(v.as_bytes());
+        }
+    }
 }
 
 fn body_len(req: &RequestHeader) -> Option<u64> {

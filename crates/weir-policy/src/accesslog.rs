@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// `[log] access`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,6 +56,8 @@ pub(crate) struct Record {
     pub route: String,
     pub method: String,
     pub path: String,
+    /// The client's address (behind `trusted_proxies`, the one they named), or null.
+    pub client: Option<core::net::IpAddr>,
     pub status: u16,
     pub reason: Option<Outcome>,
     pub key_digest: Option<String>,
@@ -223,12 +225,10 @@ impl AccessLog {
     }
 }
 
-/// Now as RFC 3339 UTC with milliseconds (`2024-05-01T12:00:00.123Z`).
-pub(crate) fn now_rfc3339() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(d.as_secs(), d.subsec_millis())
+/// Unix milliseconds as RFC 3339 UTC with milliseconds (`2024-05-01T12:00:00.123Z`); the
+/// time comes from the engine's clock (`crate::wall`), never from the system here.
+pub(crate) fn rfc3339_ms(unix_ms: u64) -> String {
+    rfc3339(unix_ms / 1000, (unix_ms % 1000) as u32)
 }
 
 /// `secs.millis` since the epoch as RFC 3339 UTC with milliseconds.
@@ -264,12 +264,13 @@ mod tests {
         let p = dir.path().join("a.log");
         let log = AccessLog::start(&AccessLogTarget::File(p.clone()), Counter::default()).unwrap();
         let rec = Record {
-            ts: now_rfc3339(),
+            ts: rfc3339_ms(1_714_564_800_123),
             request_id: "r1".into(),
             instance: "i".into(),
             route: "ok".into(),
             method: "GET".into(),
             path: "/ok".into(),
+            client: None,
             status: 200,
             reason: None,
             key_digest: None,

@@ -100,6 +100,15 @@ pub trait Headers {
     /// The first value of header `name` (given lowercase), if present.
     fn get(&self, name: &str) -> Option<&[u8]>;
 
+    /// Every value of header `name` (given lowercase), line by line in order: list headers
+    /// such as `X-Forwarded-For` may arrive as several lines that mean one list. The default
+    /// gives the first value only; a frontend's header map gives every line.
+    fn for_each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        if let Some(v) = self.get(name) {
+            f(v);
+        }
+    }
+
     /// The verified consumer (key part `consumer`). Only the engine's own wrapper, made
     /// after `[routes.auth]` verified the request, answers; a frontend's headers never do.
     fn consumer(&self) -> Option<&[u8]> {

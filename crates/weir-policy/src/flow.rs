@@ -8,9 +8,9 @@
 //! ([`crate::retry::service`]). The flow itself only carries the request's state between
 //! them and turns their answers into responses, metrics and the access-log record.
 
-use crate::accesslog::{AttemptRec, Record, now_rfc3339};
+use crate::accesslog::{AttemptRec, Record, rfc3339_ms};
 pub use crate::attempt::AttemptResult;
-use crate::auth::service::{Verified, authenticate, result_label, unix_now};
+use crate::auth::service::{Verified, authenticate, result_label};
 use crate::concurrency::service::Permit;
 use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
 use crate::dur::secs_ceil;
@@ -133,6 +133,9 @@ impl Headers for WithIdentity<'_> {
     fn get(&self, name: &str) -> Option<&[u8]> {
         self.headers.get(name)
     }
+    fn for_each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.headers.for_each(name, f);
+    }
     fn consumer(&self) -> Option<&[u8]> {
         self.verified.map(|v| v.consumer.as_bytes())
     }
@@ -158,6 +161,8 @@ struct AttemptState {
 struct LogState {
     method: String,
     path: String,
+    /// The client's address (behind trusted proxies: the one they named).
+    client: Option<core::net::IpAddr>,
     attempts: Vec<AttemptRec>,
     queue_ns: Nanos,
 }
@@ -168,6 +173,8 @@ pub struct Flow {
     live: Arc<Live>,
     route: Option<Arc<RouteRuntime>>,
     request_id: HeaderText,
+    /// `X-Forwarded-For` for the upstream: the client's list with the peer appended.
+    forwarded_for: Option<HeaderText>,
     begin: Nanos,
     deadline: Deadline,
     /// Decided before admission (no route, a key error).
@@ -190,6 +197,26 @@ pub struct Flow {
 
 fn ns(d: Duration) -> Nanos {
     Nanos::from(d)
+}
+
+/// The `X-Forwarded-For` an upstream gets: the list the request came with (every line, in
+/// order) with the TCP peer appended, as every proxy in a chain does; `None` without a
+/// peer address.
+fn forwarded_for(peer: Option<core::net::IpAddr>, headers: &dyn Headers) -> Option<HeaderText> {
+    let peer = peer?;
+    let mut v = String::new();
+    headers.for_each("x-forwarded-for", &mut |line| {
+        if let Ok(line) = core::str::from_utf8(line) {
+            let line = line.trim();
+            if !line.is_empty() {
+                v.push_str(line);
+                v.push_str(", ");
+            }
+        }
+    });
+    use core::fmt::Write as _;
+    let _ = write!(v, "{peer}");
+    Some(HeaderText::from(v))
 }
 
 impl Flow {
@@ -217,6 +244,16 @@ impl Flow {
                 .map(|id| HeaderText::from(id.to_string()))
                 .unwrap_or_else(|| shared.new_request_id())
         };
+        let client = crate::clientaddr::client_address(
+            req.client_ip,
+            req.headers,
+            &live.set.server.trusted_proxies,
+        );
+        let forwarded_for = if shared.bare {
+            None
+        } else {
+            forwarded_for(req.client_ip, req.headers)
+        };
         let route = live
             .set
             .route_for(req.method, path)
@@ -229,6 +266,7 @@ impl Flow {
             live,
             route: None,
             request_id,
+            forwarded_for,
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
             early: None,
@@ -251,6 +289,7 @@ impl Flow {
             outcome: None,
             finished: false,
         };
+        f.log.client = client;
         let Some(route) = route else {
             f.early = Some(Outcome::NoRoute);
             return f;
@@ -270,7 +309,7 @@ impl Flow {
         f.retry = Some(route.retry.start(idempotent, replayable, rng));
         // Auth first: a request that fails it consumes nothing anywhere.
         if let Some(a) = &p.auth {
-            let res = authenticate(a, req.headers, unix_now());
+            let res = authenticate(a, req.headers, f.shared.clock.unix_secs());
             route
                 .metrics
                 .auth(result_label(res.as_ref().err().map(|e| e.outcome)));
@@ -294,7 +333,7 @@ impl Flow {
                 &p.id,
                 req.method,
                 &with_identity,
-                req.client_ip,
+                client,
                 f.shared.table_key,
             );
             let asked = match built {
@@ -324,7 +363,7 @@ impl Flow {
                     &p.id,
                     req.method,
                     &with_identity,
-                    req.client_ip,
+                    client,
                     f.shared.table_key,
                 ),
             };
@@ -495,7 +534,7 @@ impl Flow {
                 ledger,
                 &route.policy.id,
                 ask,
-                unix_now(),
+                self.shared.clock.unix_secs(),
                 &route.metrics,
             )
             .map_err(|_| ()),
@@ -507,7 +546,7 @@ impl Flow {
                     writer: Writer {
                         revision: self.live.revision,
                         instance: &self.live.set.server.instance,
-                        unix: unix_now(),
+                        unix: self.shared.clock.unix_secs(),
                     },
                 };
                 crate::quota::service::gate_global(
@@ -564,7 +603,7 @@ impl Flow {
         let w = Writer {
             revision: self.live.revision,
             instance: &self.live.set.server.instance,
-            unix: unix_now(),
+            unix: self.shared.clock.unix_secs(),
         };
         // A ledger write error leaves the unit counted in memory; the request goes on.
         let _ = held.settle(consume, w, &route.metrics);
@@ -593,7 +632,7 @@ impl Flow {
                 crate::ratelimit::Scope::Local => None,
             },
             timeout: self.live.store_timeout(),
-            clock: &*self.shared.clock,
+            clock: &self.shared.clock,
         };
         let deadline = self.deadline;
         let c: Checked = crate::ratelimit::service::check(
@@ -728,9 +767,14 @@ impl Flow {
         } else {
             HeaderText::from_u64(u64::try_from(per_try.as_millis()).unwrap_or(u64::MAX))
         };
-        let mut request_headers = Vec::with_capacity(3);
+        let mut request_headers = Vec::with_capacity(5);
         request_headers.push(("x-request-id", self.request_id.clone()));
         request_headers.push(("x-weir-budget-ms", budget));
+        if let Some(xff) = &self.forwarded_for {
+            request_headers.push(("x-forwarded-for", xff.clone()));
+            // Cleartext listeners only, so far.
+            request_headers.push(("x-forwarded-proto", HeaderText::from_static("http")));
+        }
         // The verified subject replaces any client-sent header of the `forward` name
         // (frontends replace same-named request headers with these).
         if let (Some(a), Some(v)) = (&route.policy.auth, &self.auth.verified)
@@ -925,13 +969,14 @@ impl Flow {
             .and_then(|r| r.policy.rate_limit.as_ref());
         let log = core::mem::take(&mut self.log);
         let rec = Record {
-            ts: now_rfc3339(),
+            ts: rfc3339_ms(self.shared.clock.unix_millis()),
             instance: self.instance().to_string(),
             // The flow ends here: its strings move into the record.
             request_id: self.request_id.as_str().to_owned(),
             route: self.route_id().to_string(),
             method: log.method,
             path: log.path,
+            client: log.client,
             status,
             reason: self.outcome.filter(|o| *o != Outcome::Proxied),
             key_digest: self.rate.descriptor.as_ref().map(Descriptor::digest_hex),

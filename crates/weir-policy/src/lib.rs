@@ -61,6 +61,7 @@
 mod accesslog;
 mod attempt;
 mod check;
+mod clientaddr;
 mod descriptor;
 mod dur;
 mod metrics;
@@ -70,6 +71,7 @@ mod secret;
 mod store;
 mod text;
 mod timer;
+mod wall;
 
 // Identity runs first: it feeds the rate limit's `consumer` and `claim:NAME` key parts.
 pub(crate) mod auth;
@@ -90,7 +92,6 @@ mod engine;
 mod flow;
 pub mod policy;
 mod runtime;
-pub mod sim;
 
 #[doc(hidden)]
 pub use check::__set_test_env;
@@ -135,6 +136,7 @@ pub fn __block_on<F: core::future::Future>(f: F) -> F::Output {
 /// either a compiled [`PolicySet`] or a [`ConfigError`] — never a panic — and a set that
 /// compiles also satisfies every weir-core constructor the engine will call on it (the
 /// engine `expect`s these at load time, so a gap here would be a crash on reload).
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn fuzz_config(data: &[u8]) {
     let Ok(text) = core::str::from_utf8(data) else {
@@ -174,6 +176,7 @@ pub fn fuzz_config(data: &[u8]) {
 /// `data`, cut at any byte or with any byte flipped, recovers exactly the records before
 /// the damage — refused (naming the damaged record's offset) only when a good record
 /// follows the damage.
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn fuzz_ledger(data: &[u8]) {
     use quota::ledger::{Event, Kind, frame, scan};
@@ -252,6 +255,7 @@ pub fn fuzz_ledger(data: &[u8]) {
 /// Fuzz entry for token parsing: any bytes, as a bearer token, a JWKS document or an
 /// API-key file, are verified or refused — never a panic — and nothing but a correctly
 /// signed token verifies (the fuzzer cannot forge HS256, so none may).
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn fuzz_token(data: &[u8]) {
     static SET: std::sync::OnceLock<PolicySet> = std::sync::OnceLock::new();
@@ -296,6 +300,7 @@ pub fn fuzz_token(data: &[u8]) {
 /// Benchmarks of the identity step (`bench/benches/auth.rs`): one verification of `token`
 /// by the set's first identity, without (`cached = false`) or through this thread's
 /// verified-token cache; `true` when it verified.
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn __bench_verify(set: &PolicySet, token: &str, cached: bool) -> bool {
     let id = &set.identities[0];
@@ -309,6 +314,7 @@ pub fn __bench_verify(set: &PolicySet, token: &str, cached: bool) -> bool {
 
 /// Benchmarks: the first route's whole auth step (credential lookup, verification through
 /// the cache, scopes) on these request headers; `true` when it passed.
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn __bench_authenticate(set: &PolicySet, headers: &dyn Headers) -> bool {
     set.routes[0]

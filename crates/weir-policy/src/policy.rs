@@ -57,6 +57,10 @@ pub struct ServerSettings {
     /// `evidence_headers` (default true): responses carry `x-weir-instance` and
     /// `x-weir-attempts`. Off, they leave them out; the access log still has both.
     pub evidence_headers: bool,
+    /// `trusted_proxies`: peers whose `Forwarded` / `X-Forwarded-For` name the client
+    /// (empty: no header is believed; the TCP peer is the client).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl ServerSettings {
@@ -185,6 +189,14 @@ impl PolicySet {
             s.max_connections,
             log
         );
+        if !s.trusted_proxies.is_empty() {
+            let nets: Vec<String> = s.trusted_proxies.iter().map(|n| n.to_string()).collect();
+            let _ = writeln!(
+                o,
+                "client address: from Forwarded / X-Forwarded-For past trusted proxies [{}]",
+                nets.join(", ")
+            );
+        }
         if let Some(st) = &self.store {
             let _ = writeln!(o, "store: {}", st.describe());
         }

@@ -18,12 +18,13 @@ use crate::upstream::service::UpstreamRuntime;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use weir_core::{Clock, Nanos};
+use weir_core::Nanos;
 
 /// What every request of every revision shares.
 pub(crate) struct Shared {
     pub live: ArcSwap<Live>,
-    pub clock: Arc<dyn Clock + Send + Sync>,
+    /// Monotonic instants and the wall time derived from them ([`crate::wall`]).
+    pub clock: crate::wall::WallClock,
     pub store: ArcSwapOption<Arc<dyn GlobalStore>>,
     pub metrics: Metrics,
     pub log: AccessLog,
@@ -35,9 +36,10 @@ pub(crate) struct Shared {
     pub flows: AtomicU64,
     /// The engine's seed: request ids, breaker jitter, retry-backoff jitter.
     pub seed: u64,
-    /// [`Engine::for_simulation`](crate::Engine): the frontend reads only the status of
-    /// the engine's responses and the flow's outcome, so flows build no response headers
-    /// or bodies and generate no request ids. Every decision is taken as with it off.
+    /// [`Engine::for_simulation`](crate::Engine::for_simulation): the frontend reads only
+    /// the status of the engine's responses and the flow's outcome, so flows build no
+    /// response headers or bodies and generate no request ids. Every decision is taken as
+    /// with it off.
     pub bare: bool,
 }
 

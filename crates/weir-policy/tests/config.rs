@@ -502,3 +502,29 @@ fn retry_ranges_say_the_range() {
     )
     .unwrap();
 }
+
+#[test]
+fn trusted_proxies_are_ranges() {
+    let set = parse(
+        &BASE.replace(
+            "listen = \"127.0.0.1:8080\"",
+            "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.168.1.7\", \"fd00::/8\"]",
+        ),
+        "gateway.toml",
+    )
+    .unwrap();
+    let nets: Vec<String> = set
+        .server
+        .trusted_proxies
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(nets, ["10.0.0.0/8", "192.168.1.7/32", "fd00::/8"]);
+    edited_err_starts(
+        (
+            "listen = \"127.0.0.1:8080\"",
+            "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.0/8\", \"10.0.0.0/33\"]",
+        ),
+        "gateway.toml:3: server.trusted_proxies[1]: expected an address or a CIDR range",
+    );
+}

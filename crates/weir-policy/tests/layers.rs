@@ -3,8 +3,8 @@
 //!
 //! The floors follow `src/lib.rs`: leaves; auth (identity feeds the rate limit's key);
 //! the policies, one folder each and independent of each other; then the compiled set
-//! (`policy.rs`), the file compiler (`config/`), the runtime, one request (`flow.rs`), the
-//! engine and the simulator, each above the ones before. When a lower module needs a type
+//! (`policy.rs`), the file compiler (`config/`), the runtime, one request (`flow.rs`) and the
+//! engine, each above the ones before. When a lower module needs a type
 //! a higher one defines, the type moves down (e.g. `AccessLogTarget` lives in
 //! `accesslog.rs`, `policy.rs` re-exports it). Run
 //! `cargo test -p weir-policy --test layers -- --nocapture` to see every import.
@@ -19,6 +19,7 @@ const FLOORS: &[Floor] = &[
             "accesslog",
             "attempt",
             "check",
+            "clientaddr",
             "descriptor",
             "dur",
             "metrics",
@@ -28,6 +29,7 @@ const FLOORS: &[Floor] = &[
             "store",
             "text",
             "timer",
+            "wall",
         ],
         open: true,
     },
@@ -71,11 +73,6 @@ const FLOORS: &[Floor] = &[
     Floor {
         name: "engine",
         modules: &["engine"],
-        open: false,
-    },
-    Floor {
-        name: "simulator",
-        modules: &["sim"],
         open: false,
     },
 ];

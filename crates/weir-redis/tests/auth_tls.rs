@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Server, block_on, free_port, installed};
@@ -109,86 +107,17 @@ fn acl_user_with_the_default_user_off() {
     refused(settings(url));
 }
 
-/// A CA and a server certificate for 127.0.0.1 made with the openssl command line.
-fn certificates(dir: &Path) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=weir test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext",
-    ]);
-}
-
 #[test]
 fn tls_server_checked_against_the_ca_file() {
     if !installed() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
+    let certs = weir_e2e::certs::make(dir.path());
     let port = free_port();
     let p = port.to_string();
-    let path = |f: &str| dir.path().join(f).display().to_string();
-    let (cert, key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let path = |f: &std::path::Path| f.display().to_string();
+    let (cert, key, ca) = (path(&certs.cert), path(&certs.key), path(&certs.ca));
     let _srv = Server::start_with(
         port,
         &[
@@ -253,4 +182,28 @@ fn cluster_with_a_password() {
     two_calls(cluster(Some(PASSWORD))).unwrap();
     refused(cluster(None));
     refused(cluster(Some("wrong")));
+}
+
+#[test]
+fn tls_cluster_with_a_password() {
+    let Some(c) =
+        weir_e2e::cluster::RedisCluster::start_tls("tls_cluster_with_a_password", PASSWORD)
+    else {
+        return;
+    };
+    let ca = c.tls_ca().unwrap().to_path_buf();
+    let pem = std::fs::read(&ca).unwrap();
+    let cluster = |tls: Option<StoreTls>| RedisSettings {
+        cluster: c.seeds(),
+        password: Some(Secret::new(PASSWORD)),
+        tls,
+        ..settings(String::new())
+    };
+    two_calls(cluster(Some(StoreTls {
+        ca: Some((ca, pem)),
+    })))
+    .unwrap();
+    // Cleartext to TLS-only nodes, and TLS against the system roots: refused.
+    refused(cluster(None));
+    refused(cluster(Some(StoreTls::default())));
 }

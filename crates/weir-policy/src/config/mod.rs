@@ -203,7 +203,24 @@ fn compile_server(s: RawServer, log: Option<RawLog>, ctx: &Ctx<'_>) -> R<ServerS
             ),
         ));
     }
+    let mut trusted_proxies = Vec::new();
+    for (i, p) in s.trusted_proxies.unwrap_or_default().iter().enumerate() {
+        // A bare address is a range of one (`10.0.0.1` = `10.0.0.1/32`).
+        let net = p
+            .parse::<ipnet::IpNet>()
+            .or_else(|_| p.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| {
+                ctx.err(
+                    format!("server.trusted_proxies[{i}]"),
+                    format!(
+                        "expected an address or a CIDR range such as \"10.0.0.0/8\", got {p:?}"
+                    ),
+                )
+            })?;
+        trusted_proxies.push(net.trunc());
+    }
     Ok(ServerSettings {
+        trusted_proxies,
         admin_token_env: s.admin_token_env,
         admin_token_sha256,
         admin_read_only: s.admin_read_only.unwrap_or(false),
@@ -301,7 +318,9 @@ fn compile_route(
         .transpose()?;
     let rate_limit = r
         .rate_limit
-        .map(|rl| ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, store, ctx))
+        .map(|rl| {
+            ratelimit::layer::compile(&format!("{k}.rate_limit"), rl, store.map(|s| s.lease), ctx)
+        })
         .transpose()?;
     let quota = r
         .quota

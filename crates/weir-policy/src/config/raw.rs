@@ -42,6 +42,7 @@ file_table! {
         max_connections: Option<usize>,
         drain_timeout: Option<Dur>,
         admin_token_env: Option<String>,
+        trusted_proxies: Option<Vec<String>>,
         admin_read_only: Option<bool>,
         evidence_headers: Option<bool>,
     }

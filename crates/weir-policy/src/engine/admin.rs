@@ -2,7 +2,7 @@
 //! frontend refuses before they are understood.
 
 use super::{Engine, RollbackError};
-use crate::accesslog::{Record, now_rfc3339};
+use crate::accesslog::{Record, rfc3339_ms};
 use crate::descriptor::{Headers, bearer_token};
 use crate::outcome::Outcome;
 use crate::response::{GatewayResponse, NO_ROUTE_JSON, acceptable_request_id, error_response};
@@ -214,12 +214,13 @@ fn reject_malformed(
     let status = outcome.status();
     shared.metrics.count_request("-", outcome);
     shared.log.write(&Record {
-        ts: now_rfc3339(),
+        ts: rfc3339_ms(shared.clock.unix_millis()),
         request_id: rid.clone(),
         instance: instance.clone(),
         route: "-".into(),
         method: String::new(),
         path: String::new(),
+        client: None,
         status,
         reason: Some(outcome),
         key_digest: None,

@@ -6,7 +6,7 @@
 //! refers to (keys, lists) are read as they are now, and one that no longer parses fails
 //! the rollback like a bad reload, leaving the live config alone.
 
-use crate::accesslog::now_rfc3339;
+use crate::accesslog::rfc3339_ms;
 use crate::check::ConfigError;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub(crate) struct History(VecDeque<Entry>);
 
 impl History {
     /// Records revision `revision`, compiled from `text`, dropping the oldest past [`KEPT`].
-    pub(crate) fn push(&mut self, revision: u64, text: &str, origin: &str) {
+    pub(crate) fn push(&mut self, revision: u64, text: &str, origin: &str, unix_ms: u64) {
         if self.0.len() == KEPT {
             self.0.pop_front();
         }
@@ -44,7 +44,7 @@ impl History {
         });
         self.0.push_back(Entry {
             revision,
-            loaded_at: now_rfc3339(),
+            loaded_at: rfc3339_ms(unix_ms),
             sha256,
             text: text.into(),
             origin: origin.into(),
@@ -106,7 +106,7 @@ mod tests {
     fn keeps_the_last_ten_with_digests() {
         let mut h = History::default();
         for r in 1..=12 {
-            h.push(r, &format!("text {r}"), "f.toml");
+            h.push(r, &format!("text {r}"), "f.toml", 1_714_564_800_000);
         }
         let v = h.json();
         let revs: Vec<u64> = v

@@ -11,7 +11,6 @@ pub use history::RollbackError;
 pub use overrides::Overrides;
 
 use crate::accesslog::AccessLog;
-use crate::auth::service::unix_now;
 use crate::check::ConfigError;
 use crate::config;
 use crate::flow::{Flow, RequestInfo};
@@ -20,6 +19,7 @@ use crate::policy::*;
 use crate::quota::service::open_ledgers;
 use crate::runtime::{Live, Shared};
 use crate::store::GlobalStore;
+use crate::wall::WallClock;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -137,14 +137,25 @@ impl Engine {
         )
     }
 
-    /// For the simulator (`crate::sim`): an engine on `clock` whose every random choice,
-    /// the keyed tables' hash key included, follows `seed`, with no access log (the
+    /// For a simulator (the `weir-sim` crate): an engine on `clock` whose every random
+    /// choice, the keyed tables' hash key included, follows `seed`, with no access log (the
     /// simulator reports each request itself) and bare responses (the simulator reads
-    /// their status only: no headers, bodies or request ids are built).
-    pub(crate) fn for_simulation(
+    /// their status only: no headers, bodies or request ids are built). Every decision is
+    /// the one [`Engine::from_toml_seeded`] would take; only what a client would see of it
+    /// beyond the status, and the log line, are left out.
+    ///
+    /// Public because the simulator lives in a crate of its own above this one; it is the
+    /// only engine constructor that crate needs. Not for a frontend: its responses have no
+    /// headers or bodies.
+    ///
+    /// `unix_start` is the wall time (since the Unix epoch) at `clock`'s current reading:
+    /// the simulated calendar moves with `clock`, so quota periods, token expiry and bypass
+    /// episodes follow simulated time.
+    pub fn for_simulation(
         text: &str,
         origin: &str,
         clock: Arc<dyn Clock + Send + Sync>,
+        unix_start: core::time::Duration,
         seed: u64,
     ) -> Result<Engine, ConfigError> {
         let mut set = config::parse(text, origin)?;
@@ -155,6 +166,7 @@ impl Engine {
         let mut k = weir_core::SplitMix64::new(seed);
         use weir_core::Rng;
         let key = (k.next_u64(), k.next_u64());
+        let clock = WallClock::starting_at(clock, unix_start);
         Self::build_keyed(set, text, source, clock, seed, key, true)
     }
 
@@ -176,7 +188,7 @@ impl Engine {
             set,
             text,
             source,
-            clock,
+            WallClock::anchored(clock),
             seed,
             (random_u64(), random_u64()),
             false,
@@ -189,7 +201,7 @@ impl Engine {
         set: PolicySet,
         text: &str,
         source: Source,
-        clock: Arc<dyn Clock + Send + Sync>,
+        clock: WallClock,
         seed: u64,
         table_key: (u64, u64),
         bare: bool,
@@ -198,11 +210,11 @@ impl Engine {
         let log = AccessLog::start(&set.server.log, metrics.log_dropped.clone()).map_err(|e| {
             ConfigError::plain(&set.origin, format!("log.access: cannot open: {e}"))
         })?;
-        let (ledgers, notices) =
-            open_ledgers(&set, None, unix_now()).map_err(|e| ConfigError::plain(&set.origin, e))?;
+        let (ledgers, notices) = open_ledgers(&set, None, clock.unix_secs())
+            .map_err(|e| ConfigError::plain(&set.origin, e))?;
         metrics.touch_unrouted();
         let mut history = history::History::default();
-        history.push(1, text, &set.origin);
+        history.push(1, text, &set.origin, clock.unix_millis());
         let live = Live::build(1, Arc::new(set), None, seed, &metrics, ledgers);
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -329,6 +341,12 @@ impl Engine {
         self.live().revision
     }
 
+    /// Wall time now, from the engine's clock (see [`crate::wall`]): what quota periods,
+    /// token expiry and log timestamps read.
+    pub fn unix_now(&self) -> Nanos {
+        self.inner.shared.clock.unix()
+    }
+
     /// The engine's clock.
     pub fn now(&self) -> Nanos {
         self.inner.shared.clock.now()
@@ -439,10 +457,11 @@ impl Engine {
             .store
             .clone()
             .filter(|s| Some(s) != old.set.store.as_ref());
-        let (ledgers, notices) = open_ledgers(&set, Some(&old.ledgers), unix_now())
+        let (ledgers, notices) = open_ledgers(&set, Some(&old.ledgers), shared.clock.unix_secs())
             .map_err(|e| ConfigError::plain(&set.origin, e))?;
         c.notices.extend(notices);
-        c.history.push(rev, text, &set.origin);
+        c.history
+            .push(rev, text, &set.origin, shared.clock.unix_millis());
         let live = Live::build(
             rev,
             Arc::new(set),

@@ -12,15 +12,20 @@ use crate::store::{GlobalStore, QuotaOp, QuotaReply, QuotaStatus};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 use weir_core::{PeriodId, QuotaCount};
 
 /// The installed store, for global quotas (the admin API reads them from it).
 pub(crate) type StoreRef = Option<Arc<dyn GlobalStore>>;
 
-/// One store call from the admin thread: waits for the answer (the store bounds every
-/// call by its own timeout; the Redis store always answers within it).
+/// One store call from the admin thread: parks the thread until the store's future
+/// wakes it (the Redis store answers from its client thread), bounded by `[store]
+/// timeout_ms` and a second more — the store bounds every call by its own timeout, the
+/// margin only keeps a store that never answers from holding the admin thread.
 fn store_call(
     store: &StoreRef,
+    timeout: Duration,
     route: &str,
     p: PeriodId,
     digest: &str,
@@ -29,8 +34,40 @@ fn store_call(
     let Some(s) = store else {
         return Err(bad(503, "no global store installed"));
     };
-    crate::__block_on(s.quota(store_request(route, p, digest, op)))
-        .map_err(|e| bad(503, format!("quota store: {e}")))
+    let limit = timeout.saturating_add(Duration::from_secs(1));
+    match wait(s.quota(store_request(route, p, digest, op)), limit) {
+        Some(r) => r.map_err(|e| bad(503, format!("quota store: {e}"))),
+        None => Err(bad(503, format!("quota store: no answer within {limit:?}"))),
+    }
+}
+
+/// Wakes a parked thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drives `f` on this thread, parked between polls until its waker is called; `None`
+/// when it is not ready within `limit`.
+fn wait<F: Future>(f: F, limit: Duration) -> Option<F::Output> {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = core::pin::pin!(f);
+    let until = Instant::now() + limit;
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        let left = until.checked_duration_since(Instant::now())?;
+        // A spurious or early unpark just polls again.
+        std::thread::park_timeout(left);
+    }
 }
 
 /// Whether `route`'s quota is global.
@@ -45,11 +82,19 @@ fn is_global(live: &Live, route: &str) -> bool {
 /// A global key's state from the store.
 fn global_report(
     store: &StoreRef,
+    timeout: Duration,
     route: &str,
     p: PeriodId,
     digest: u128,
 ) -> Result<KeyReport, GatewayResponse> {
-    let r = store_call(store, route, p, &digest_hex(digest), QuotaOp::Report)?;
+    let r = store_call(
+        store,
+        timeout,
+        route,
+        p,
+        &digest_hex(digest),
+        QuotaOp::Report,
+    )?;
     Ok(KeyReport {
         period: p.to_string(),
         count: QuotaCount {
@@ -116,7 +161,13 @@ pub(crate) fn state(live: &Live, store: &StoreRef, query: &str) -> GatewayRespon
     };
     let unix = unix_now();
     if is_global(live, &route) {
-        return match global_report(store, &route, l.period_at(unix), digest(&route, &key)) {
+        return match global_report(
+            store,
+            live.store_timeout(),
+            &route,
+            l.period_at(unix),
+            digest(&route, &key),
+        ) {
             Ok(r) => GatewayResponse::json(200, &state_json(&route, limit, &r)),
             Err(resp) => resp,
         };
@@ -186,11 +237,11 @@ pub(crate) fn adjust(live: &Live, store: &StoreRef, body: &[u8]) -> GatewayRespo
             event_id: b.event_id.clone(),
             event: serde_json::to_string(&e).unwrap_or_default(),
         };
-        let fresh = match store_call(store, &b.route, p, &digest_hex(d), op) {
+        let fresh = match store_call(store, live.store_timeout(), &b.route, p, &digest_hex(d), op) {
             Ok(r) => r.status == QuotaStatus::Done,
             Err(resp) => return resp,
         };
-        return match global_report(store, &b.route, p, d) {
+        return match global_report(store, live.store_timeout(), &b.route, p, d) {
             Ok(r) => {
                 let mut v = state_json(&b.route, limit, &r);
                 if let Some(o) = v.as_object_mut() {
@@ -231,7 +282,14 @@ pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str) -> GatewayRespo
     };
     if is_global(live, route.as_deref().unwrap_or_default()) {
         let route = route.unwrap_or_default();
-        return match store_call(store, &route, period, "", QuotaOp::Ledger) {
+        return match store_call(
+            store,
+            live.store_timeout(),
+            &route,
+            period,
+            "",
+            QuotaOp::Ledger,
+        ) {
             Ok(r) => {
                 let mut out = String::new();
                 for e in &r.events {
@@ -253,5 +311,56 @@ pub(crate) fn ledger(live: &Live, store: &StoreRef, query: &str) -> GatewayRespo
             GatewayResponse::text(200, "application/x-ndjson", out)
         }
         Err(e) => bad(500, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::task::{Poll, Waker};
+    use std::time::{Duration, Instant};
+
+    /// A future made ready by another thread after `after`, which wakes it once; counts
+    /// its polls.
+    fn ready_later(after: Duration, polls: Arc<AtomicU32>) -> impl Future<Output = u8> {
+        let done = Arc::new(AtomicBool::new(false));
+        let mut started = false;
+        core::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::Relaxed);
+            if done.load(Ordering::Acquire) {
+                return Poll::Ready(7);
+            }
+            if !started {
+                started = true;
+                let (done, waker): (_, Waker) = (done.clone(), cx.waker().clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(after);
+                    done.store(true, Ordering::Release);
+                    waker.wake();
+                });
+            }
+            Poll::Pending
+        })
+    }
+
+    /// The admin thread parks until the store's answer wakes it (a couple of polls, not a
+    /// spin), and gives up at its limit.
+    #[test]
+    fn waits_parked_for_the_wake_and_gives_up_at_the_limit() {
+        let polls = Arc::new(AtomicU32::new(0));
+        let t = Instant::now();
+        let got = wait(
+            ready_later(Duration::from_millis(50), polls.clone()),
+            Duration::from_secs(5),
+        );
+        assert_eq!(got, Some(7));
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(polls.load(Ordering::Relaxed) < 10, "{polls:?} polls");
+        let t = Instant::now();
+        let never = wait(core::future::pending::<()>(), Duration::from_millis(30));
+        assert_eq!(never, None);
+        assert!(t.elapsed() >= Duration::from_millis(30));
     }
 }

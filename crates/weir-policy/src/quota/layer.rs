@@ -13,9 +13,11 @@ use weir_core::Period;
 /// `[quota] sync`: when a consumption is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SyncPolicy {
-    /// fsync before the request goes on (`"always"`).
+    /// On disk before the request goes on (`"always"`): the request waits for the ledger
+    /// writer's `fdatasync` (shared by the writer's batch: group commit).
     Always,
-    /// Written at once, fsynced by a background flusher at this interval (group commit).
+    /// Handed to the ledger's writer thread, which writes each batch as soon as it wakes
+    /// and fsyncs at this interval.
     Every(Duration),
 }
 

@@ -167,7 +167,7 @@ pub(crate) fn gate(
             (None, rem, Some(t))
         }
     };
-    let headers = quota_headers(q, route_id, period, remaining, t);
+    let headers = quota_headers(q, ledger, route_id, period, remaining, t);
     Ok(Gate {
         held,
         headers,
@@ -175,24 +175,26 @@ pub(crate) fn gate(
     })
 }
 
-/// The `"ROUTE.quota"` RateLimit items (none with `headers = false`).
+/// The `"ROUTE.quota"` RateLimit items (none with `headers = false`); the policy item is
+/// the ledger's, made once per period.
 fn quota_headers(
     q: &QuotaPolicy,
+    ledger: &RouteLedger,
     route_id: &str,
     period: PeriodId,
     remaining: u64,
     t: u64,
 ) -> Vec<(&'static str, HeaderText)> {
     if q.headers {
+        let policy = ledger.policy_item(period, q.limit, || {
+            HeaderText::from(format!(
+                "\"{route_id}.quota\";q={};w={}",
+                q.limit,
+                period.len()
+            ))
+        });
         vec![
-            (
-                "ratelimit-policy",
-                HeaderText::from(format!(
-                    "\"{route_id}.quota\";q={};w={}",
-                    q.limit,
-                    period.len()
-                )),
-            ),
+            ("ratelimit-policy", policy),
             (
                 "ratelimit",
                 HeaderText::from_parts(&[
@@ -379,7 +381,7 @@ pub(crate) async fn gate_global<T: Timer>(
     };
     Ok(Gate {
         held,
-        headers: quota_headers(q, route_id, period, rem, t),
+        headers: quota_headers(q, ledger, route_id, period, rem, t),
         exhausted,
     })
 }
@@ -465,9 +467,10 @@ pub(crate) async fn write_back<T: Timer>(
 }
 
 impl Held {
-    /// Settles the reservation: one `consume` event (`consume`), or nothing. A ledger
-    /// that cannot be written is reported as the message (the request is already on its
-    /// way; the unit stays counted in memory).
+    /// Settles the reservation: one `consume` event (`consume`), or nothing. With
+    /// `sync = "always"` a ledger that cannot be written or synced is reported as the
+    /// message (the request is already on its way; the unit stays counted in memory);
+    /// otherwise the event is only handed to the ledger's writer thread.
     pub(crate) fn settle(
         self,
         consume: bool,

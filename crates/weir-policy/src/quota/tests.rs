@@ -126,6 +126,103 @@ fn group_commit_flusher_and_reload_reuse() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The writer thread: records committed from many threads at once all land, each
+/// thread's records of a key in the order it committed them, with `used == ledger_sum`;
+/// with `sync = "always"` a commit returns only once its record is covered by a finished
+/// `fdatasync` (every commit that returned is counted as durable).
+#[test]
+fn writer_lands_every_record_in_per_key_order_and_acks_always_after_fsync() {
+    const THREADS: usize = 6;
+    const PER_THREAD: usize = 150;
+    const KEYS: usize = 3;
+    for sync in [
+        SyncPolicy::Always,
+        SyncPolicy::Every(Duration::from_secs(3600)),
+    ] {
+        let dir = tmp_dir("writer");
+        let (l, _) = RouteLedger::open(&dir, "r", PERIOD, sync, 100).unwrap();
+        let returned = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (l, returned) = (&l, &returned);
+                s.spawn(move || {
+                    for i in 0..PER_THREAD {
+                        let id = format!("t{t}-{i}");
+                        let key = digest((i % KEYS) as u8);
+                        let (r, _) = l.reserve(key, 1 << 40, 1, Some(&id), 100).unwrap();
+                        let Reserved::Taken(ticket, _) = r else {
+                            panic!("{r:?}")
+                        };
+                        assert!(l.commit(&ticket, w(100)).unwrap());
+                        if sync == SyncPolicy::Always {
+                            let n = returned.fetch_add(1, Ordering::SeqCst) + 1;
+                            let durable = l.durable_records();
+                            assert!(durable >= n, "{n} commits returned, {durable} durable");
+                        }
+                    }
+                });
+            }
+        });
+        let events = l.events(&PERIOD.at(100).to_string()).unwrap();
+        assert_eq!(events.len(), THREADS * PER_THREAD, "{sync:?}");
+        // Per thread and key, the sequence numbers rise in file order.
+        let mut last: HashMap<(String, String), usize> = HashMap::new();
+        for e in &events {
+            let id = e.event_id.as_deref().unwrap();
+            let (t, i) = id[1..].split_once('-').unwrap();
+            let i: usize = i.parse().unwrap();
+            let prev = last.insert((t.to_string(), e.key_digest.clone()), i);
+            assert!(prev.is_none_or(|p| p < i), "{sync:?}: {id} after {prev:?}");
+        }
+        for key in 0..KEYS {
+            let r = l.report(digest(key as u8), PERIOD.at(100), 100).unwrap();
+            assert_eq!(r.count.used, (THREADS * PER_THREAD / KEYS) as u64);
+            assert_eq!(r.ledger_sum, r.count.used);
+        }
+        drop(l);
+        // What the dropped ledger wrote is whole after a restart.
+        let (l, notices) = RouteLedger::open(&dir, "r", PERIOD, sync, 100).unwrap();
+        assert!(notices.is_empty(), "{notices:?}");
+        let r = l.report(digest(0), PERIOD.at(100), 100).unwrap();
+        assert_eq!(r.count.used, (THREADS * PER_THREAD / KEYS) as u64);
+        drop(l);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// The writer's line maker writes exactly what `frame` (serde_json) writes, for any
+    /// route, instance and event id text (quotes, backslashes, control and non-ASCII
+    /// characters) and any numbers.
+    #[test]
+    fn the_writers_lines_are_frames(
+        route in "\\PC{0,12}|[\"\\\\\u{0}-\u{1f}a/.]{0,6}",
+        instance in "\\PC{0,8}",
+        event_id in proptest::option::of("[!-~]{0,10}|\\PC{0,4}"),
+        digest in any::<u128>(),
+        kind in 0u8..3,
+        amount in any::<i64>(),
+        revision in any::<u64>(),
+        unix in 0u64..8_000_000_000,
+    ) {
+        let e = super::ledger::Event {
+            ts: crate::accesslog::rfc3339(unix, 0),
+            period: PERIOD.at(unix).to_string(),
+            route,
+            key_digest: super::ledger::digest_hex(digest),
+            event_id,
+            kind: [super::ledger::Kind::Consume, super::ledger::Kind::Adjust, super::ledger::Kind::Bypass][usize::from(kind)],
+            amount,
+            revision,
+            instance,
+        };
+        let fast = super::ledger::line_of(&e, digest);
+        let slow = super::ledger::frame(&e);
+        prop_assert_eq!(String::from_utf8_lossy(&fast), String::from_utf8_lossy(&slow));
+    }
+}
+
 /// One step of a history.
 #[derive(Debug, Clone)]
 enum Op {

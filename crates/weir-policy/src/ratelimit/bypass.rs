@@ -28,7 +28,6 @@ use super::local::{KeyedLimiter, keyed_limiter};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 use weir_core::{Limit, Nanos, Verdict};
 
 /// Episodes kept per route.
@@ -79,6 +78,9 @@ pub(crate) struct Params<'a> {
     pub limit: &'a Limit,
     pub max_keys: u64,
     pub allow_for: Nanos,
+    /// The engine clock's wall time minus its instant (`Clock::unix() - Clock::now()`), so
+    /// episodes are dated by the engine's clock, simulated or real.
+    pub wall_offset: i128,
 }
 
 impl Bypass {
@@ -92,15 +94,9 @@ impl Bypass {
         }
     }
 
-    /// Fixes the engine-clock → wall-clock offset at the first reading `now`.
-    fn anchor(&self, now: Nanos) {
-        self.wall_offset.get_or_init(|| {
-            let wall = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as i128;
-            wall - i128::from(now.as_u64())
-        });
+    /// Fixes the engine-clock → wall-clock offset (the engine's clock gives both).
+    fn anchor(&self, wall_offset: i128) {
+        self.wall_offset.get_or_init(|| wall_offset);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -131,7 +127,7 @@ impl Bypass {
     /// The store failed for `key` on `shard`: bypass (and count) or, past `allow_for`,
     /// fail closed.
     pub(crate) fn failure(&self, shard: u32, key: u64, now: Nanos, p: Params<'_>) -> OnFailure {
-        self.anchor(now);
+        self.anchor(p.wall_offset);
         let mut s = self.lock();
         s.close_expired(now, p.allow_for);
         let start = *s.outages.entry(shard).or_insert(now);
@@ -270,6 +266,7 @@ mod tests {
                 limit: &self.limit,
                 max_keys: 1000,
                 allow_for: MIN,
+                wall_offset: 1_700_000_000_000_000_000,
             }
         }
         fn fail(&self, shard: u32, key: u64, at: Nanos) -> OnFailure {

@@ -200,18 +200,19 @@ file_table! {
     }
 }
 
-/// The compile step of `[routes.rate_limit]` at key prefix `k`.
+/// The compile step of `[routes.rate_limit]` at key prefix `k`; `store_lease` is `[store]
+/// lease` when the config has a store (`None`: no store, so no global scope).
 pub(crate) fn compile(
     k: &str,
     rl: RawRateLimit,
-    store: Option<&crate::store::StoreConfig>,
+    store_lease: Option<u64>,
     ctx: &Ctx<'_>,
 ) -> R<RateLimitPolicy> {
     let limit = compile_limit(k, &rl, ctx)?;
     let key = key_parts(ctx, k, rl.key)?;
     let scope = rl.scope.unwrap_or(Scope::Local);
     if scope == Scope::Global {
-        let Some(store) = store else {
+        let Some(lease) = store_lease else {
             return Err(ctx.err(
                 format!("{k}.scope"),
                 "scope = \"global\" needs a [store] section",
@@ -219,13 +220,13 @@ pub(crate) fn compile(
         };
         let size_key = if rl.rate.is_some() { "rate" } else { "limit" };
         crate::store::check_exact(&limit).map_err(|e| ctx.err(format!("{k}.{size_key}"), e))?;
-        if store.lease > 0 && limit.kind() != LimitKind::TokenBucket {
+        if lease > 0 && limit.kind() != LimitKind::TokenBucket {
             return Err(ctx.err(
                 format!("{k}.algorithm"),
                 format!(
                     "[store] lease = {} applies to token buckets only; a global {} asks the \
                      store on every request: set lease = 0 or use algorithm = \"token_bucket\"",
-                    store.lease,
+                    lease,
                     limit.kind().as_str()
                 ),
             ));

@@ -1,11 +1,10 @@
 //! Simulated upstreams: latency (constant or a sequence sampled in order), an error rate
 //! (seeded) and outage windows in which connections are refused.
 
-use crate::attempt::AttemptResult;
-use crate::dur::Dur;
 use std::cell::RefCell;
 use std::time::Duration;
 use weir_core::{Nanos, Rng, SplitMix64};
+use weir_policy::{AttemptResult, Dur};
 
 /// How one simulated upstream behaves.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,10 +145,10 @@ impl SimUpstream {
 
 #[cfg(test)]
 mod tests {
-    use crate::attempt::AttemptResult;
-    use crate::sim::upstream::{SimUpstream, UpstreamModel};
+    use crate::upstream::{SimUpstream, UpstreamModel};
     use std::time::Duration;
     use weir_core::Nanos;
+    use weir_policy::AttemptResult;
 
     #[test]
     fn parses_specs_and_names_the_bad_part() {

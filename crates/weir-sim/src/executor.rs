@@ -14,7 +14,6 @@
 //! advance only when every task is idle *and* schedule by their own rules, which is what
 //! a simulation must control to be byte-for-byte reproducible; this is ~150 lines.
 
-use crate::timer::Timer;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
@@ -25,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Wake;
 use std::time::Duration;
 use weir_core::{Clock, ManualClock, Nanos};
+use weir_policy::Timer;
 
 /// A timer entry: wake `waker` at `at`; `seq` keeps equal instants in setting order.
 struct Entry {

@@ -205,3 +205,75 @@ fn unknown_upstream_and_key_stand_ins() {
     let r = s.run(&[req("a"), req("b"), req("a")]).unwrap();
     assert_eq!(outcomes(&r), ["proxied", "proxied", "rate_limited"]);
 }
+
+/// 2026-01-31T23:00:00Z: an hour before a month ends.
+const JAN_31_23H: u64 = 1_769_900_400;
+
+#[test]
+fn a_simulated_month_crosses_a_quota_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:8080\"\n\n[quota]\ndir = {:?}\n\n{UPSTREAM}{}",
+        dir.path().display().to_string(),
+        route(
+            "q",
+            "quota = { limit = 2, period = \"month\", key = [\"route\"] }\n\n"
+        )
+    );
+    let mut s = Simulation::new(&text, "sim.toml", 0).unwrap();
+    s.start_at(core::time::Duration::from_secs(JAN_31_23H));
+    let min = 60_000;
+    // Three in January (the third is over the month's 2), one two hours later: February.
+    let r = s.run(&at(&[0, min, 2 * min, 120 * min], "/q")).unwrap();
+    assert_eq!(
+        outcomes(&r),
+        ["proxied", "proxied", "quota_exhausted", "proxied"]
+    );
+    // The same run a day earlier stays in January: the fourth is refused too.
+    let dir2 = tempfile::tempdir().unwrap();
+    let text2 = text.replace(
+        &dir.path().display().to_string(),
+        &dir2.path().display().to_string(),
+    );
+    let mut s2 = Simulation::new(&text2, "sim.toml", 0).unwrap();
+    s2.start_at(core::time::Duration::from_secs(JAN_31_23H - 86_400));
+    let r = s2.run(&at(&[0, min, 2 * min, 120 * min], "/q")).unwrap();
+    assert_eq!(
+        outcomes(&r),
+        ["proxied", "proxied", "quota_exhausted", "quota_exhausted"]
+    );
+}
+
+#[test]
+fn a_simulated_hour_expires_a_token() {
+    weir_policy::__set_test_env("WEIR_SIM_TEST_JWT_SECRET", "sim-test-secret");
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({"sub": "alice", "iss": "sim", "exp": JAN_31_23H + 3600}),
+        &jsonwebtoken::EncodingKey::from_secret(b"sim-test-secret").unwrap(),
+    )
+    .unwrap();
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:8080\"\n\n\
+         [[identities]]\nname = \"users\"\nkind = \"jwt\"\nsecret_env = \"WEIR_SIM_TEST_JWT_SECRET\"\nissuer = \"sim\"\n\n\
+         {UPSTREAM}{}",
+        route("a", "[routes.auth]\nidentity = \"users\"\n\n")
+    );
+    let mut s = Simulation::new(&text, "sim.toml", 0).unwrap();
+    s.start_at(core::time::Duration::from_secs(JAN_31_23H));
+    let min = 60_000;
+    let reqs: Vec<SimRequest> = [0, 59 * min, 61 * min]
+        .iter()
+        .map(|&m| SimRequest {
+            t: Nanos::from_millis(m),
+            path: "/a".into(),
+            headers: vec![("authorization".into(), format!("Bearer {token}"))],
+            ..SimRequest::default()
+        })
+        .collect();
+    let r = s.run(&reqs).unwrap();
+    // Valid for the simulated hour, expired one simulated minute after it.
+    assert_eq!(outcomes(&r)[..2], ["proxied", "proxied"]);
+    assert_ne!(outcomes(&r)[2], "proxied", "{:?}", outcomes(&r));
+    assert_eq!(r[2].status, 401);
+}

@@ -1,12 +1,22 @@
+//! # weir-sim
+//!
 //! Policy experiments: a whole config run on virtual time against simulated upstreams
-//! (docs/CONFIG.md, "Simulation").
+//! (docs/CONFIG.md, "Simulation"). `weir-gateway simulate` and `weir.Simulation` (Python)
+//! are this crate behind a command line and a binding.
 //!
 //! Each request goes through the very steps a gateway takes — [`Engine::begin`],
 //! [`Flow::admit`], [`Flow::next_attempt`] / [`Flow::on_attempt`], [`Flow::finish`] — on an
-//! engine whose clock is a [`ManualClock`] that only the [`executor`] moves. Nothing here
-//! decides anything about a policy: the simulator only stands in for the network (an
-//! upstream's latency, errors and outages, [`upstream`]) and for time. Same config, same
-//! seed, same trace: the same records, bit for bit.
+//! engine whose clock is a [`ManualClock`] that only the executor (`executor.rs`) moves.
+//! Nothing here decides anything about a policy: the simulator only stands in for the
+//! network (an upstream's latency, errors and outages, `upstream.rs`) and for time. Same
+//! config, same seed, same trace: the same records, bit for bit.
+//!
+//! A crate of its own, above weir-policy rather than inside it, because it is a frontend
+//! like the gateways: it drives the engine through its public API and nothing else, so the
+//! engine cannot grow a shortcut only the simulator takes, and an embedder of the engine
+//! alone (the Pingora module without its command line) does not build it. Of weir-policy it
+//! needs one thing beyond what every frontend uses: [`Engine::for_simulation`], an engine on
+//! an injected clock and seed that builds no access log and bare responses.
 //!
 //! Not simulated: the global store (`scope = "global"` routes meet no store and follow
 //! their `on_store_error`), response bodies (an attempt ends at its response head) and
@@ -16,20 +26,22 @@ mod executor;
 mod upstream;
 
 pub use upstream::UpstreamModel;
+/// The `outcome` of a [`SimRecord`] (weir-policy's, re-exported so a user of the records
+/// needs no other crate).
+pub use weir_policy::Outcome;
 
-use crate::check::ConfigError;
-use crate::engine::Engine;
-use crate::flow::{Admission, Flow, Next, RequestInfo};
-use crate::outcome::Outcome;
-use crate::policy::KeyPart;
-use crate::timer::Timer;
 use executor::{Executor, SimTimer};
+use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
 use upstream::SimUpstream;
 use weir_core::{ManualClock, Nanos};
+use weir_policy::policy::KeyPart;
+use weir_policy::{
+    Admission, AttemptResult, ConfigError, Engine, Flow, Next, PolicySet, RequestInfo, Timer,
+};
 
 /// One request of a trace.
 #[derive(Debug, Clone, Default)]
@@ -170,25 +182,41 @@ pub struct Simulation {
     /// Every upstream the config names, with its model (the default until set).
     upstreams: BTreeMap<String, UpstreamModel>,
     /// The compiled config, for route lookups (key stand-ins).
-    set: Arc<crate::policy::PolicySet>,
+    set: Arc<PolicySet>,
+    /// Wall time (since the Unix epoch) at the simulation's time zero: the calendar of quota
+    /// periods, token expiry and bypass episodes, which then moves with simulated time.
+    start: core::time::Duration,
 }
 
 impl Simulation {
     /// Compiles `text` (`origin` names it in errors and anchors relative file paths).
     pub fn new(text: &str, origin: &str, seed: u64) -> Result<Simulation, ConfigError> {
-        let set = crate::config::parse(text, origin)?;
+        let set = weir_policy::config::parse(text, origin)?;
         let upstreams = set
             .upstreams
             .iter()
             .map(|u| (u.name.clone(), UpstreamModel::default()))
             .collect();
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Ok(Simulation {
             text: text.to_owned(),
             origin: origin.to_owned(),
             seed,
             upstreams,
             set: Arc::new(set),
+            start,
         })
+    }
+
+    /// Sets the wall time at the simulation's time zero (default: the system's wall time
+    /// when [`Simulation::new`] ran). The engine's calendar — quota periods, JWT `exp` and
+    /// `nbf`, bypass episodes — is this plus simulated time, so a run over a simulated month
+    /// crosses a monthly quota period and a simulated hour expires an hour's token. Fix it
+    /// for runs that must give the same records on any day.
+    pub fn start_at(&mut self, unix: core::time::Duration) {
+        self.start = unix;
     }
 
     /// Sets the model of upstream `name` (one the config declares).
@@ -234,7 +262,7 @@ impl Simulation {
             })
             .collect();
         let ip = parts.contains(&KeyPart::ClientIp).then(|| {
-            let d = crate::check::sha256(digest.as_bytes());
+            let d: [u8; 32] = sha2::Sha256::digest(digest.as_bytes()).into();
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[..16]);
             IpAddr::V6(Ipv6Addr::from(b))
@@ -264,7 +292,13 @@ impl Simulation {
         mut record: impl FnMut(usize, SimRecord),
     ) -> Result<(), ConfigError> {
         let clock = Arc::new(ManualClock::new(Nanos::ZERO));
-        let engine = Engine::for_simulation(&self.text, &self.origin, clock.clone(), self.seed)?;
+        let engine = Engine::for_simulation(
+            &self.text,
+            &self.origin,
+            clock.clone(),
+            self.start,
+            self.seed,
+        )?;
         let ups: Vec<SimUpstream> = self
             .upstreams
             .iter()
@@ -340,7 +374,7 @@ struct Names {
 }
 
 impl Names {
-    fn new(set: &crate::policy::PolicySet) -> Names {
+    fn new(set: &PolicySet) -> Names {
         // Fixed seeds: a lookup table of the config's own ids, nothing an input chooses.
         let mut by_id =
             std::collections::HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4));
@@ -423,7 +457,7 @@ async fn attempt_loop(
         let answer = match ups.iter().find(|u| u.name == a.upstream.name) {
             Some(u) => u.attempt(timer.now(), a.per_try_timeout),
             None => upstream::Answer {
-                result: crate::attempt::AttemptResult::ConnectFailure,
+                result: AttemptResult::ConnectFailure,
                 after: Duration::ZERO,
             },
         };
@@ -431,7 +465,7 @@ async fn attempt_loop(
         match flow.on_attempt(answer.result) {
             Next::Forward { .. } => {
                 return match answer.result {
-                    crate::attempt::AttemptResult::Response { status } => status,
+                    AttemptResult::Response { status } => status,
                     _ => 502,
                 };
             }
