@@ -58,6 +58,6 @@ pub(crate) fn positive_count(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> 
 }
 
 /// A core configuration error as a `ValueError`; the core's message names the parameter.
-pub(crate) fn config(e: weir_core::ConfigError) -> PyErr {
+pub(crate) fn config(e: weir_core::ParamError) -> PyErr {
     PyValueError::new_err(e.to_string().replace('`', ""))
 }

@@ -9,6 +9,7 @@
 
 mod decision;
 mod errors;
+mod fill;
 mod limiters;
 mod quota;
 mod replay;

@@ -8,7 +8,7 @@
 
 use crate::decision::{PyDecision, issue};
 use crate::errors;
-use crate::replay::{Fill, PyLimiter};
+use crate::fill::{Fill, PyLimiter};
 use crate::time::{PyManualClock, TimeSource, to_positive_nanos, to_secs};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -392,7 +392,7 @@ macro_rules! with_log {
 }
 
 impl Log {
-    fn new(limit: u64, window: Nanos) -> Result<Log, weir_core::ConfigError> {
+    fn new(limit: u64, window: Nanos) -> Result<Log, weir_core::ParamError> {
         Ok(match limit {
             0..=8 => Log::L8(Box::new(SlidingLog::new(limit, window)?)),
             9..=64 => Log::L64(Box::new(SlidingLog::new(limit, window)?)),

@@ -25,7 +25,7 @@
 //! `base × multiplier^(n-1)` is evaluated in `f64` (relative error below 1e-13) and rounded
 //! down to whole nanoseconds. Uniform draws are inclusive of both ends.
 
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::rng::Rng;
 use crate::time::Nanos;
 
@@ -95,15 +95,15 @@ impl Backoff {
         max: Nanos,
         multiplier_milli: u32,
         jitter: Jitter,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ParamError> {
         if base.0 > max.0 {
-            return Err(ConfigError::Order {
+            return Err(ParamError::Order {
                 low: "base",
                 high: "max",
             });
         }
         if multiplier_milli < MULTIPLIER_ONE || multiplier_milli > MULTIPLIER_MAX {
-            return Err(ConfigError::OutOfRange("multiplier"));
+            return Err(ParamError::OutOfRange("multiplier"));
         }
         Ok(Backoff {
             base,
@@ -114,7 +114,7 @@ impl Backoff {
     }
 
     /// Doubling backoff (multiplier ×2).
-    pub const fn exponential(base: Nanos, max: Nanos, jitter: Jitter) -> Result<Self, ConfigError> {
+    pub const fn exponential(base: Nanos, max: Nanos, jitter: Jitter) -> Result<Self, ParamError> {
         Self::new(base, max, 2000, jitter)
     }
 

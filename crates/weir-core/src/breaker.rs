@@ -58,7 +58,7 @@
 //! plus a CAS only if a failure streak must be reset.
 
 use crate::backoff::{MULTIPLIER_MAX, MULTIPLIER_ONE, exp_capped};
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::rng::{GAMMA, Rng, SplitMix64, mix64};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
@@ -170,18 +170,18 @@ impl Cooldown {
         jitter_ppm: 0,
     };
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    fn validate(&self) -> Result<(), ParamError> {
         if self.base > self.max {
-            return Err(ConfigError::Order {
+            return Err(ParamError::Order {
                 low: "cooldown.base",
                 high: "cooldown.max",
             });
         }
         if self.multiplier_milli < MULTIPLIER_ONE || self.multiplier_milli > MULTIPLIER_MAX {
-            return Err(ConfigError::OutOfRange("cooldown.multiplier"));
+            return Err(ParamError::OutOfRange("cooldown.multiplier"));
         }
         if u64::from(self.jitter_ppm) > PPM {
-            return Err(ConfigError::OutOfRange("cooldown.jitter"));
+            return Err(ParamError::OutOfRange("cooldown.jitter"));
         }
         Ok(())
     }
@@ -266,38 +266,38 @@ impl Default for BreakerConfig {
 
 impl BreakerConfig {
     /// Checks every range documented on the fields.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         if let Some(n) = self.consecutive_failures {
             if n == 0 {
-                return Err(ConfigError::Zero("consecutive_failures"));
+                return Err(ParamError::Zero("consecutive_failures"));
             }
             if n > CONSECUTIVE_MAX {
-                return Err(ConfigError::OutOfRange("consecutive_failures"));
+                return Err(ParamError::OutOfRange("consecutive_failures"));
             }
         }
         let rate_ok = |r: u32| r != 0 && u64::from(r) <= PPM;
         if let Some(r) = self.failure_rate_ppm
             && !rate_ok(r)
         {
-            return Err(ConfigError::OutOfRange("failure_rate"));
+            return Err(ParamError::OutOfRange("failure_rate"));
         }
         if let Some(s) = self.slow_call
             && !rate_ok(s.rate_ppm)
         {
-            return Err(ConfigError::OutOfRange("slow_call_rate"));
+            return Err(ParamError::OutOfRange("slow_call_rate"));
         }
         if self.uses_window() {
             if self.window == 0 {
-                return Err(ConfigError::Zero("window"));
+                return Err(ParamError::Zero("window"));
             }
             if self.window > WINDOW_MAX {
-                return Err(ConfigError::OutOfRange("window"));
+                return Err(ParamError::OutOfRange("window"));
             }
             if self.min_calls == 0 {
-                return Err(ConfigError::Zero("min_calls"));
+                return Err(ParamError::Zero("min_calls"));
             }
             if self.min_calls > self.window {
-                return Err(ConfigError::Order {
+                return Err(ParamError::Order {
                     low: "min_calls",
                     high: "window",
                 });
@@ -306,14 +306,14 @@ impl BreakerConfig {
         self.cooldown.validate()?;
         for (v, name) in [(self.probes, "probes"), (self.successes, "successes")] {
             if v == 0 {
-                return Err(ConfigError::Zero(name));
+                return Err(ParamError::Zero(name));
             }
             if v > PROBES_MAX {
-                return Err(ConfigError::OutOfRange(name));
+                return Err(ParamError::OutOfRange(name));
             }
         }
         if self.probe_timeout.is_zero() {
-            return Err(ConfigError::Zero("probe_timeout"));
+            return Err(ParamError::Zero("probe_timeout"));
         }
         Ok(())
     }
@@ -494,7 +494,7 @@ pub struct Breaker<R: Rng = SplitMix64> {
 
 impl<R: Rng> Breaker<R> {
     /// A CLOSED breaker (no ramp at start).
-    pub fn new(cfg: BreakerConfig, rng: R) -> Result<Self, ConfigError> {
+    pub fn new(cfg: BreakerConfig, rng: R) -> Result<Self, ParamError> {
         cfg.validate()?;
         Ok(Breaker {
             cfg,
@@ -759,7 +759,7 @@ pub struct SharedBreaker {
 
 impl SharedBreaker {
     /// A CLOSED breaker whose jitter/ramp generator is seeded with `seed`.
-    pub fn new(cfg: BreakerConfig, seed: u64) -> Result<Self, ConfigError> {
+    pub fn new(cfg: BreakerConfig, seed: u64) -> Result<Self, ParamError> {
         cfg.validate()?;
         Ok(SharedBreaker {
             cfg,

@@ -1,5 +1,7 @@
-//! Configuration errors shared by every primitive: a constructor given an impossible value
-//! says which one.
+//! Parameter errors shared by every primitive: a constructor given an impossible value
+//! says which one. Named `ParamError`, not `ConfigError`: weir-policy's `ConfigError` is a
+//! different thing (a config file's error, with file, line and key), and one name for both
+//! made every crate that sees the two alias one of them.
 //!
 //! Bad parameters are rejected once, at construction, so the hot path never has to
 //! check them (and never panics on them). The variants name the offending field with the
@@ -7,9 +9,9 @@
 
 use core::fmt;
 
-/// An impossible configuration value, naming the field.
+/// An impossible parameter value, naming the field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConfigError {
+pub enum ParamError {
     /// The named parameter must be non-zero (`rate`, `per`, `burst`, `limit`, `window`, …).
     Zero(&'static str),
     /// The named parameter (or a product of parameters, e.g. `burst × per / rate`) is too
@@ -34,22 +36,22 @@ pub enum ConfigError {
     },
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for ParamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Zero(p) => write!(f, "`{p}` must be greater than zero"),
-            ConfigError::TooLarge(p) => {
+            ParamError::Zero(p) => write!(f, "`{p}` must be greater than zero"),
+            ParamError::TooLarge(p) => {
                 write!(f, "`{p}` is too large for exact integer arithmetic")
             }
-            ConfigError::LimitAboveCapacity { limit, capacity } => {
+            ParamError::LimitAboveCapacity { limit, capacity } => {
                 write!(f, "limit {limit} exceeds the log capacity {capacity}")
             }
-            ConfigError::OutOfRange(field) => write!(f, "`{field}` is out of range"),
-            ConfigError::Order { low, high } => {
+            ParamError::OutOfRange(field) => write!(f, "`{field}` is out of range"),
+            ParamError::Order { low, high } => {
                 write!(f, "`{low}` must not be greater than `{high}`")
             }
         }
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for ParamError {}

@@ -59,7 +59,7 @@
 use crate::arith::HALF;
 use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::limiter::{Algorithm, Limiter, WordStep};
 use crate::shared::LocalRun;
 pub use crate::shared::Shared;
@@ -94,8 +94,8 @@ impl LeakyBucketConfig {
         burst: u64,
         delay: u64,
         nodelay: bool,
-    ) -> Result<Self, ConfigError> {
-        let cap = burst.checked_add(1).ok_or(ConfigError::TooLarge("burst"))?;
+    ) -> Result<Self, ParamError> {
+        let cap = burst.checked_add(1).ok_or(ParamError::TooLarge("burst"))?;
         let gcra = TokenBucketConfig::new(rate, per, cap)?;
         let t = gcra.units_per_token();
         let free = if nodelay { burst } else { delay.min(burst) };
@@ -222,7 +222,7 @@ macro_rules! new_from_params {
             burst: u64,
             delay: u64,
             nodelay: bool,
-        ) -> Result<Self, ConfigError> {
+        ) -> Result<Self, ParamError> {
             Ok($from(LeakyBucketConfig::new(
                 rate, per, burst, delay, nodelay,
             )?))

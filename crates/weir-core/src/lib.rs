@@ -33,7 +33,7 @@
 //!
 //! All answer a [`Decision`] (verdict, `remaining`, `retry_after`, `reset_after`) and
 //! implement [`RateLimiter`] or [`SharedRateLimiter`]; bad parameters are a
-//! [`ConfigError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
+//! [`ParamError`] at construction, a cost that can never fit is [`InsufficientCapacity`].
 //!
 //! ## Upstreams
 //! [`SharedOutlier`] with one [`EndpointState`] per endpoint: passive outlier ejection
@@ -94,7 +94,7 @@ pub use breaker::{
 };
 pub use deadline::Deadline;
 pub use decision::{Decision, InsufficientCapacity, Verdict};
-pub use error::ConfigError;
+pub use error::ParamError;
 pub use keyed::{KeyedDecision, KeyedLimiter, KeyedShared, KeyedTokenBuckets, Slot};
 pub use leaky_bucket::{LeakyBucket, LeakyBucketConfig, SharedLeakyBucket};
 pub use limit::{Limit, LimitKind, MAX_SLIDING_LOG_LEN, MAX_SLIDING_LOG_LIMIT, SlidingLogLimit};

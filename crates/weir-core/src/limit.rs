@@ -21,7 +21,7 @@
 //! assert!(Limit::sliding_log(weir_core::MAX_SLIDING_LOG_LIMIT + 1, Nanos::from_secs(1)).is_err());
 //! ```
 
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::leaky_bucket::LeakyBucketConfig;
 use crate::sliding_log::SlidingLogConfig;
 use crate::time::Nanos;
@@ -108,7 +108,7 @@ pub enum Limit {
 
 impl Limit {
     /// [`TokenBucketConfig::new`].
-    pub const fn token_bucket(rate: u64, per: Nanos, burst: u64) -> Result<Limit, ConfigError> {
+    pub const fn token_bucket(rate: u64, per: Nanos, burst: u64) -> Result<Limit, ParamError> {
         match TokenBucketConfig::new(rate, per, burst) {
             Ok(c) => Ok(Limit::TokenBucket(c)),
             Err(e) => Err(e),
@@ -122,12 +122,12 @@ impl Limit {
         burst: u64,
         delay: u64,
         nodelay: bool,
-    ) -> Result<Limit, ConfigError> {
+    ) -> Result<Limit, ParamError> {
         LeakyBucketConfig::new(rate, per, burst, delay, nodelay).map(Limit::LeakyBucket)
     }
 
     /// [`FixedWindowConfig::new`].
-    pub const fn fixed_window(limit: u64, window: Nanos) -> Result<Limit, ConfigError> {
+    pub const fn fixed_window(limit: u64, window: Nanos) -> Result<Limit, ParamError> {
         match FixedWindowConfig::new(limit, window) {
             Ok(c) => Ok(Limit::FixedWindow(c)),
             Err(e) => Err(e),
@@ -135,7 +135,7 @@ impl Limit {
     }
 
     /// [`SlidingWindowConfig::new`].
-    pub const fn sliding_window(limit: u64, window: Nanos) -> Result<Limit, ConfigError> {
+    pub const fn sliding_window(limit: u64, window: Nanos) -> Result<Limit, ParamError> {
         match SlidingWindowConfig::new(limit, window) {
             Ok(c) => Ok(Limit::SlidingWindow(c)),
             Err(e) => Err(e),
@@ -143,7 +143,7 @@ impl Limit {
     }
 
     /// A sliding log; `limit ≤` [`MAX_SLIDING_LOG_LIMIT`].
-    pub const fn sliding_log(limit: u64, window: Nanos) -> Result<Limit, ConfigError> {
+    pub const fn sliding_log(limit: u64, window: Nanos) -> Result<Limit, ParamError> {
         match SlidingLogLimit::new(limit, window) {
             Ok(c) => Ok(Limit::SlidingLog(c)),
             Err(e) => Err(e),
@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn constructors_are_the_algorithms() {
         let s = Nanos::from_secs(1);
-        assert_eq!(Limit::token_bucket(0, s, 1), Err(ConfigError::Zero("rate")));
+        assert_eq!(Limit::token_bucket(0, s, 1), Err(ParamError::Zero("rate")));
         assert!(Limit::leaky_bucket(1, s, 0, 0, false).is_ok());
         assert_eq!(Limit::fixed_window(3, s).unwrap().capacity(), 3);
         assert_eq!(Limit::leaky_bucket(1, s, 4, 0, true).unwrap().capacity(), 5);
@@ -209,7 +209,7 @@ mod tests {
         assert!(Limit::sliding_log(MAX_SLIDING_LOG_LIMIT, s).is_ok());
         assert_eq!(
             Limit::sliding_log(MAX_SLIDING_LOG_LIMIT + 1, s),
-            Err(ConfigError::LimitAboveCapacity {
+            Err(ParamError::LimitAboveCapacity {
                 limit: MAX_SLIDING_LOG_LIMIT + 1,
                 capacity: MAX_SLIDING_LOG_LIMIT
             })

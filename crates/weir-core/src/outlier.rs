@@ -61,7 +61,7 @@
 //! and, on a streak change, one on the endpoint word; a success on a clean streak is
 //! loads only.
 
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
 
@@ -129,25 +129,25 @@ impl Default for OutlierConfig {
 
 impl OutlierConfig {
     /// Checks every range; the error names the field.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         for (name, v) in [
             ("consecutive_failures", self.consecutive_failures),
             ("consecutive_5xx", self.consecutive_5xx),
         ] {
             match v {
-                Some(0) => return Err(ConfigError::Zero(name)),
-                Some(v) if v > CONSECUTIVE_MAX => return Err(ConfigError::OutOfRange(name)),
+                Some(0) => return Err(ParamError::Zero(name)),
+                Some(v) if v > CONSECUTIVE_MAX => return Err(ParamError::OutOfRange(name)),
                 _ => {}
             }
         }
         if self.failure_ppm.is_some_and(|p| p > 1_000_000) {
-            return Err(ConfigError::OutOfRange("failure_percentage"));
+            return Err(ParamError::OutOfRange("failure_percentage"));
         }
         if self.min_requests == 0 {
-            return Err(ConfigError::Zero("min_requests"));
+            return Err(ParamError::Zero("min_requests"));
         }
         if self.min_requests > MIN_REQUESTS_MAX {
-            return Err(ConfigError::OutOfRange("min_requests"));
+            return Err(ParamError::OutOfRange("min_requests"));
         }
         for (name, d) in [
             ("interval", self.interval),
@@ -155,23 +155,23 @@ impl OutlierConfig {
             ("max_ejection", self.max_ejection),
         ] {
             if d.is_zero() {
-                return Err(ConfigError::Zero(name));
+                return Err(ParamError::Zero(name));
             }
         }
         if self.base_ejection > self.max_ejection {
-            return Err(ConfigError::Order {
+            return Err(ParamError::Order {
                 low: "base_ejection",
                 high: "max_ejection",
             });
         }
         if self.jitter_ppm > 1_000_000 {
-            return Err(ConfigError::OutOfRange("jitter"));
+            return Err(ParamError::OutOfRange("jitter"));
         }
         if self.max_ejection_percent > 100 {
-            return Err(ConfigError::OutOfRange("max_ejection_percent"));
+            return Err(ParamError::OutOfRange("max_ejection_percent"));
         }
         if self.panic_threshold > 100 {
-            return Err(ConfigError::OutOfRange("panic_threshold"));
+            return Err(ParamError::OutOfRange("panic_threshold"));
         }
         Ok(())
     }
@@ -835,7 +835,7 @@ mod tests {
                     base_ejection: Nanos(300),
                     ..cfg()
                 },
-                ConfigError::Order {
+                ParamError::Order {
                     low: "base_ejection",
                     high: "max_ejection",
                 },
@@ -845,14 +845,14 @@ mod tests {
                     consecutive_5xx: Some(0),
                     ..cfg()
                 },
-                ConfigError::Zero("consecutive_5xx"),
+                ParamError::Zero("consecutive_5xx"),
             ),
             (
                 OutlierConfig {
                     panic_threshold: 101,
                     ..cfg()
                 },
-                ConfigError::OutOfRange("panic_threshold"),
+                ParamError::OutOfRange("panic_threshold"),
             ),
         ];
         for (c, e) in bad {

@@ -44,7 +44,7 @@
 //! the others' reservations, so together they never exceed the budget; concurrent
 //! withdrawals may see each other's temporary reservations and both refuse (conservative).
 
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
 
@@ -80,12 +80,12 @@ pub struct RetryBudgetConfig {
 
 impl RetryBudgetConfig {
     /// `ratio_ppm ≤ 1e9` (see [`ratio_ppm_from_f64`]), `ttl ≥ 1 s`.
-    pub fn new(ratio_ppm: u32, min_per_sec: u32, ttl: Nanos) -> Result<Self, ConfigError> {
+    pub fn new(ratio_ppm: u32, min_per_sec: u32, ttl: Nanos) -> Result<Self, ParamError> {
         if ratio_ppm > RATIO_PPM_MAX {
-            return Err(ConfigError::OutOfRange("ratio"));
+            return Err(ParamError::OutOfRange("ratio"));
         }
         if ttl < Nanos::from_secs(1) {
-            return Err(ConfigError::OutOfRange("ttl"));
+            return Err(ParamError::OutOfRange("ttl"));
         }
         // Smallest k with ceil(ttl / 2^k) <= SLOTS - 1.
         let mut shift = 0;

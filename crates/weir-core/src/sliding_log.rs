@@ -42,7 +42,7 @@
 
 use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::limiter::{Algorithm, Limiter};
 use crate::time::Nanos;
 
@@ -100,15 +100,15 @@ impl<const N: usize> SlidingLogState<N> {
 
 impl<const N: usize> SlidingLogConfig<N> {
     /// `limit` admissions in any interval of length `window`; `0 < limit ≤ N`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ParamError> {
         if limit == 0 {
-            return Err(ConfigError::Zero("limit"));
+            return Err(ParamError::Zero("limit"));
         }
         if window.0 == 0 {
-            return Err(ConfigError::Zero("window"));
+            return Err(ParamError::Zero("window"));
         }
         if limit > N as u64 {
-            return Err(ConfigError::LimitAboveCapacity {
+            return Err(ParamError::LimitAboveCapacity {
                 limit,
                 capacity: N as u64,
             });
@@ -230,7 +230,7 @@ pub type SlidingLog<const N: usize> = Limiter<SlidingLogConfig<N>>;
 
 impl<const N: usize> Limiter<SlidingLogConfig<N>> {
     /// An empty log: `limit ≤ N` admissions per sliding `window`.
-    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+    pub const fn new(limit: u64, window: Nanos) -> Result<Self, ParamError> {
         match SlidingLogConfig::new(limit, window) {
             Ok(algorithm) => Ok(Limiter {
                 algorithm,
@@ -406,7 +406,7 @@ mod tests {
         assert!(log.acquire(Nanos(0), 4).is_err());
         assert_eq!(
             SlidingLogConfig::<2>::new(3, Nanos(1)),
-            Err(ConfigError::LimitAboveCapacity {
+            Err(ParamError::LimitAboveCapacity {
                 limit: 3,
                 capacity: 2
             })

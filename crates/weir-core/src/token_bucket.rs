@@ -21,7 +21,7 @@
 //! `burst + 3·s` in `s` seconds from full, for any `s`.
 //!
 //! Configuration bound: `W = burst · per / g` units must be at most `2^62`
-//! ([`ConfigError::TooLarge`] otherwise). E.g. 1 per hour allows a burst up to ~1.28·10^6.
+//! ([`ParamError::TooLarge`] otherwise). E.g. 1 per hour allows a burst up to ~1.28·10^6.
 //!
 //! # Single-owner form ([`TokenBucket`])
 //! The state is `TAT` in units as a `u128` (16 bytes): `now·k < 2^128` for every `now`, so
@@ -106,7 +106,7 @@ use crate::arith::{Divider, HALF, gcd};
 pub use crate::batch::{BATCH, BatchDecision};
 use crate::batch::{BatchAcquire, Events, Outcomes, run_batches};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::limiter::{Algorithm, Limiter, SharedRateLimiter, WordStep};
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Nanos;
@@ -138,22 +138,22 @@ pub struct TokenBucketState(pub u128);
 impl TokenBucketConfig {
     /// `rate` admissions per `per`, at most `burst` at once. Zero values are errors, as
     /// is `burst · per / gcd(per, rate) > 2^62`.
-    pub const fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ConfigError> {
+    pub const fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ParamError> {
         if rate == 0 {
-            return Err(ConfigError::Zero("rate"));
+            return Err(ParamError::Zero("rate"));
         }
         if per.0 == 0 {
-            return Err(ConfigError::Zero("per"));
+            return Err(ParamError::Zero("per"));
         }
         if burst == 0 {
-            return Err(ConfigError::Zero("burst"));
+            return Err(ParamError::Zero("burst"));
         }
         let g = gcd(per.0, rate);
         let k = rate / g;
         let t = per.0 / g;
         let w = match burst.checked_mul(t) {
             Some(w) if w <= MAX_WINDOW_UNITS => w,
-            _ => return Err(ConfigError::TooLarge("burst × per / gcd(per, rate)")),
+            _ => return Err(ParamError::TooLarge("burst × per / gcd(per, rate)")),
         };
         Ok(TokenBucketConfig {
             rate,
@@ -475,7 +475,7 @@ pub type TokenBucket = Limiter<TokenBucketConfig>;
 
 impl Limiter<TokenBucketConfig> {
     /// A full bucket: `rate` admissions per `per`, at most `burst` at once.
-    pub const fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ConfigError> {
+    pub const fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ParamError> {
         match TokenBucketConfig::new(rate, per, burst) {
             Ok(algorithm) => Ok(Limiter {
                 algorithm,
@@ -528,7 +528,7 @@ impl Limiter<TokenBucketConfig> {
         rate: u64,
         per: Nanos,
         burst: u64,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), ParamError> {
         let new = TokenBucketConfig::new(rate, per, burst)?;
         let ahead = self.state.0.saturating_sub(self.algorithm.now_units(now));
         let a = self.algorithm.carry(ahead, &new);
@@ -549,7 +549,7 @@ pub struct SharedTokenBucket {
 
 impl SharedTokenBucket {
     /// A full bucket (for instants below `2^63 / k` ns; see [`SharedTokenBucket::reset`]).
-    pub fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ConfigError> {
+    pub fn new(rate: u64, per: Nanos, burst: u64) -> Result<Self, ParamError> {
         Ok(Self::from_config(TokenBucketConfig::new(rate, per, burst)?))
     }
     /// A full bucket with the given parameters.
@@ -728,7 +728,7 @@ impl SharedTokenBucket {
         rate: u64,
         per: Nanos,
         burst: u64,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), ParamError> {
         let new = self.reconfigured(now, rate, per, burst)?;
         *self = new;
         Ok(())
@@ -741,7 +741,7 @@ impl SharedTokenBucket {
         rate: u64,
         per: Nanos,
         burst: u64,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ParamError> {
         let new = TokenBucketConfig::new(rate, per, burst)?;
         let c = &self.config;
         let s = self.tat.load(Ordering::Relaxed);
@@ -988,19 +988,19 @@ mod tests {
     fn config_validation() {
         assert_eq!(
             TokenBucketConfig::new(0, Nanos(1), 1),
-            Err(ConfigError::Zero("rate"))
+            Err(ParamError::Zero("rate"))
         );
         assert_eq!(
             TokenBucketConfig::new(1, Nanos(0), 1),
-            Err(ConfigError::Zero("per"))
+            Err(ParamError::Zero("per"))
         );
         assert_eq!(
             TokenBucketConfig::new(1, Nanos(1), 0),
-            Err(ConfigError::Zero("burst"))
+            Err(ParamError::Zero("burst"))
         );
         assert!(matches!(
             TokenBucketConfig::new(1, Nanos::MAX, 2),
-            Err(ConfigError::TooLarge(_))
+            Err(ParamError::TooLarge(_))
         ));
         assert!(TokenBucketConfig::new(u64::MAX, Nanos(1), 1).is_ok());
         assert!(TokenBucketConfig::new(u64::MAX, Nanos::MAX, u64::MAX).is_err());

@@ -55,7 +55,7 @@
 use crate::arith::{Divider, HALF};
 use crate::batch::{BatchDecision, Events, Outcomes};
 use crate::decision::{Decision, InsufficientCapacity, Verdict};
-use crate::error::ConfigError;
+use crate::error::ParamError;
 use crate::limiter::{Algorithm, Limiter, WordStep, acquire_word, peek_word};
 use crate::shared::LocalRun;
 pub use crate::shared::Shared;
@@ -147,15 +147,15 @@ const fn bits(x: u64) -> u32 {
 }
 
 /// Shared validation for both windows.
-const fn check_window(limit: u64, window: Nanos, max_limit: u64) -> Result<(), ConfigError> {
+const fn check_window(limit: u64, window: Nanos, max_limit: u64) -> Result<(), ParamError> {
     if limit == 0 {
-        return Err(ConfigError::Zero("limit"));
+        return Err(ParamError::Zero("limit"));
     }
     if window.0 == 0 {
-        return Err(ConfigError::Zero("window"));
+        return Err(ParamError::Zero("window"));
     }
     if limit > max_limit {
-        return Err(ConfigError::TooLarge("limit"));
+        return Err(ParamError::TooLarge("limit"));
     }
     Ok(())
 }
@@ -206,7 +206,7 @@ macro_rules! window_config {
     ($cfg:ident, $max:expr, $counts:expr, $doc:literal) => {
         impl $cfg {
             #[doc = $doc]
-            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ParamError> {
                 if let Err(e) = check_window(limit, window, $max) {
                     return Err(e);
                 }
@@ -653,7 +653,7 @@ macro_rules! window_algorithm {
 
         impl Limiter<$cfg> {
             #[doc = concat!("An empty ", $what, ": `limit` per `window`.")]
-            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+            pub const fn new(limit: u64, window: Nanos) -> Result<Self, ParamError> {
                 match $cfg::new(limit, window) {
                     Ok(algorithm) => Ok(Limiter {
                         algorithm,
@@ -666,7 +666,7 @@ macro_rules! window_algorithm {
 
         impl Shared<$cfg> {
             #[doc = concat!("An empty shared ", $what, ".")]
-            pub fn new(limit: u64, window: Nanos) -> Result<Self, ConfigError> {
+            pub fn new(limit: u64, window: Nanos) -> Result<Self, ParamError> {
                 Ok(Shared::from_config($cfg::new(limit, window)?))
             }
         }

@@ -24,11 +24,12 @@
 //! the upstream side always speaks HTTP/1.1. Several `Host` headers remain a 400
 //! `bad_request` (two readings of the authority are a smuggling/routing hazard).
 //!
-//! Module map: [`worker`] runtimes, listeners and shutdown; [`shutdown`] how a stop reaches
-//! a worker's tasks; [`proxy`] one client connection
+//! Module map: [`worker`] runtimes, listeners and shutdown; [`shutdown`] the process-wide
+//! stop and how it reaches a worker's tasks; [`proxy`] one client connection
 //! (the engine's request loop); [`upstream`] per-worker connection pools; [`io`] the owned
 //! buffer connection; [`admin`] the admin listener. The command line, `--check` and `--demo`
-//! are `weir-cli`'s, shared with weir-pingora.
+//! are `weir-cli`'s, shared with weir-pingora. Each module imports only those below it
+//! (`tests/layers.rs` declares the floors and checks them).
 
 /// mimalloc: fewer instructions per allocation than glibc malloc on the request path (the
 /// `weir-pingora` binary uses it too).
@@ -49,7 +50,8 @@ use std::thread;
 
 use weir_cli::{Cli, Driver, GatewayFlags, Ready, Serving};
 
-use crate::worker::{DriverKind, Shared};
+use crate::shutdown::Shared;
+use crate::worker::DriverKind;
 
 /// Binds `addr` without `SO_REUSEPORT` and without listening, and returns the bound address
 /// (port 0 resolved). Fails if another socket serves the port.

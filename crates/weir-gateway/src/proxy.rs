@@ -27,9 +27,17 @@ use weir_policy::{
 };
 
 use crate::io::{Conn, IoFail};
-use crate::shutdown::LocalStop;
+use crate::shutdown::{LocalStop, Shared};
 use crate::upstream::{ConnectFail, Pool, connect};
-use crate::worker::{MonoioTimer, Shared};
+
+/// The engine's timer on monoio's timer wheel (leaky-bucket delays, queue waits).
+struct MonoioTimer;
+
+impl weir_policy::Timer for MonoioTimer {
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
+        monoio::time::sleep(d)
+    }
+}
 
 /// Request bodies up to this many bytes are held so that a retry can resend them.
 pub(crate) const REPLAY_LIMIT: usize = 64 * 1024;

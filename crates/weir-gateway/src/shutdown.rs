@@ -17,11 +17,42 @@
 //! then wakes the accept loop and every connection through a worker-local [`LocalStop`]:
 //! same-thread wakes, one per task, instead of one cross-thread wake per connection.
 
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::time::Duration;
 
 use event_listener::{Event, EventListener};
 
-use crate::worker::Shared;
+/// State shared by all workers of the process: the stop flag and its event, and the
+/// counters the workers share. Here, below both `worker.rs` and `proxy.rs`, because both
+/// read it (and neither may import the other's module).
+#[derive(Default)]
+pub(crate) struct Shared {
+    stopping: AtomicBool,
+    stop_event: Event,
+    /// Open client connections, all workers together (`max_connections` is per instance).
+    pub(crate) conns: AtomicUsize,
+    /// Set once the io_uring fallback was logged.
+    pub(crate) fallback_logged: AtomicBool,
+}
+
+impl Shared {
+    /// Whether shutdown has begun.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// A future that completes when shutdown begins (check [`stopping`](Self::stopping) after
+    /// creating it, to not miss a stop that happened just before).
+    pub(crate) fn listen(&self) -> EventListener {
+        self.stop_event.listen()
+    }
+
+    /// Begins shutdown and wakes every worker.
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.stop_event.notify(usize::MAX);
+    }
+}
 
 /// How often a worker re-reads the stop flag on its own: the longest a lost cross-thread
 /// wake can delay a shutdown (ten timer wakes a second per worker cost nothing measurable).

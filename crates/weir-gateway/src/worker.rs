@@ -14,7 +14,7 @@
 
 use core::cell::Cell;
 use core::net::SocketAddr;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 use core::time::Duration;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -22,12 +22,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Instant;
 
-use event_listener::{Event, EventListener};
 use monoio::net::TcpListener;
 use weir_policy::Engine;
 
 use crate::proxy::{Worker, serve};
-use crate::shutdown::{self, LocalStop};
+use crate::shutdown::{self, LocalStop, Shared};
 use crate::upstream::Pool;
 
 /// The I/O driver asked for on the command line.
@@ -37,45 +36,6 @@ pub(crate) enum DriverKind {
     IoUring,
     /// epoll via mio.
     Legacy,
-}
-
-/// State shared by all workers of the process.
-#[derive(Default)]
-pub(crate) struct Shared {
-    stopping: AtomicBool,
-    stop_event: Event,
-    /// Open client connections, all workers together (`max_connections` is per instance).
-    conns: AtomicUsize,
-    /// Set once the io_uring fallback was logged.
-    fallback_logged: AtomicBool,
-}
-
-impl Shared {
-    /// Whether shutdown has begun.
-    pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
-    }
-
-    /// A future that completes when shutdown begins (check [`stopping`](Self::stopping) after
-    /// creating it, to not miss a stop that happened just before).
-    pub(crate) fn listen(&self) -> EventListener {
-        self.stop_event.listen()
-    }
-
-    /// Begins shutdown and wakes every worker.
-    pub(crate) fn stop(&self) {
-        self.stopping.store(true, Ordering::Release);
-        self.stop_event.notify(usize::MAX);
-    }
-}
-
-/// The engine's timer on monoio's timer wheel (leaky-bucket delays, queue waits).
-pub(crate) struct MonoioTimer;
-
-impl weir_policy::Timer for MonoioTimer {
-    fn sleep(&self, d: Duration) -> impl Future<Output = ()> {
-        monoio::time::sleep(d)
-    }
 }
 
 /// A worker's start-up report: the driver it runs on, or why it could not start.

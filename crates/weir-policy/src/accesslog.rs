@@ -14,13 +14,25 @@
 //! gone) keeps writing to the file that was open and says why.
 
 use crate::outcome::Outcome;
-use crate::policy::AccessLogTarget;
 use prometheus_client::metrics::counter::Counter;
 use serde::Serialize;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::Duration;
+
+/// `[log] access`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogTarget {
+    /// One JSON line per request on standard output (the default).
+    Stdout,
+    /// Appended to this file.
+    File(PathBuf),
+    /// No access log.
+    Off,
+}
 
 /// One upstream attempt in a record.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -204,10 +204,10 @@ pub(crate) fn unknown_name<'k>(
 pub(crate) fn core_err(
     ctx: &Ctx<'_>,
     prefix: &str,
-    e: weir_core::ConfigError,
+    e: weir_core::ParamError,
     key_of: impl Fn(&'static str) -> String,
 ) -> ConfigError {
-    use weir_core::ConfigError as E;
+    use weir_core::ParamError as E;
     let field = match e {
         E::Zero(f) | E::TooLarge(f) | E::OutOfRange(f) => Some(f),
         E::Order { low, .. } => Some(low),

@@ -1,4 +1,5 @@
-//! Request descriptors: the key a rate limit counts by, built from trusted, bounded parts.
+//! Request descriptors: the key a rate limit (or a quota) counts by, built from trusted,
+//! bounded parts ([`KeyPart`], parsed from a section's `key = [...]` by [`key_parts`]).
 //!
 //! Two hashes serve two purposes. The *digest* (128-bit SipHash-2-4 with a fixed key, hex)
 //! is stable across instances and restarts: it names the key in access logs and in the
@@ -13,10 +14,86 @@
 //! foldhash, whose documentation rules out long-running programs an attacker can observe
 //! (exactly a gateway), and over SipHash-1-3 for speed (see docs/BENCHMARKS.md, keyed).
 
-use crate::policy::{KeyPart, QuotaPolicy, RateLimitPolicy};
+use crate::check::{Ctx, R, is_token};
 use core::hash::Hasher;
+use serde::{Serialize, Serializer};
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::net::IpAddr;
+
+/// One part of a rate-limit descriptor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyPart {
+    /// The route id.
+    Route,
+    /// The request method.
+    Method,
+    /// A request header (name lowercased); empty = missing.
+    Header(String),
+    /// The client's IP address.
+    ClientIp,
+    /// The verified consumer (`[routes.auth]`: JWT `sub` or the API key's consumer).
+    Consumer,
+    /// A string claim of the verified token.
+    Claim(String),
+}
+
+impl KeyPart {
+    /// Whether the part needs `[routes.auth]` on its route.
+    pub fn needs_auth(&self) -> bool {
+        matches!(self, KeyPart::Consumer | KeyPart::Claim(_))
+    }
+}
+
+impl core::fmt::Display for KeyPart {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            KeyPart::Route => f.write_str("route"),
+            KeyPart::Method => f.write_str("method"),
+            KeyPart::Header(h) => write!(f, "header:{h}"),
+            KeyPart::ClientIp => f.write_str("client_ip"),
+            KeyPart::Consumer => f.write_str("consumer"),
+            KeyPart::Claim(c) => write!(f, "claim:{c}"),
+        }
+    }
+}
+
+impl Serialize for KeyPart {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// `key = [...]` at `{k}.key` (default `["route"]`) → descriptor parts; shared by every
+/// section that counts by key (`[routes.rate_limit]`, `[routes.quota]`).
+pub(crate) fn key_parts(ctx: &Ctx<'_>, k: &str, key: Option<Vec<String>>) -> R<Vec<KeyPart>> {
+    let key_strs = key.unwrap_or_else(|| vec!["route".to_string()]);
+    if key_strs.is_empty() {
+        return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
+    }
+    let mut key = Vec::new();
+    for (j, p) in key_strs.iter().enumerate() {
+        let part = match p.as_str() {
+            "route" => KeyPart::Route,
+            "method" => KeyPart::Method,
+            "client_ip" => KeyPart::ClientIp,
+            "consumer" => KeyPart::Consumer,
+            c if c.starts_with("claim:") && is_token(&c[6..]) => KeyPart::Claim(c[6..].to_string()),
+            h if h.starts_with("header:") && is_token(&h[7..]) => {
+                KeyPart::Header(h[7..].to_ascii_lowercase())
+            }
+            other => {
+                return Err(ctx.err(
+                    format!("{k}.key[{j}]"),
+                    format!(
+                        "bad key part {other:?}: expected route, method, client_ip, header:NAME, consumer or claim:NAME"
+                    ),
+                ));
+            }
+        };
+        key.push(part);
+    }
+    Ok(key)
+}
 
 /// Case-insensitive request header lookup, implemented by each frontend's header map.
 pub trait Headers {
@@ -132,30 +209,6 @@ pub(crate) trait KeyRules {
     fn deny_empty_key(&self) -> bool;
     /// A longer part is [`DescriptorError::TooLong`].
     fn max_key_bytes(&self) -> u64;
-}
-
-impl KeyRules for RateLimitPolicy {
-    fn parts(&self) -> &[KeyPart] {
-        &self.key
-    }
-    fn deny_empty_key(&self) -> bool {
-        self.deny_empty_key
-    }
-    fn max_key_bytes(&self) -> u64 {
-        self.max_key_bytes
-    }
-}
-
-impl KeyRules for QuotaPolicy {
-    fn parts(&self) -> &[KeyPart] {
-        &self.key
-    }
-    fn deny_empty_key(&self) -> bool {
-        true
-    }
-    fn max_key_bytes(&self) -> u64 {
-        crate::quota::layer::MAX_KEY_BYTES
-    }
 }
 
 /// The digest hash's keys (`weir-dig`, `est-v1`): digests name keys in the global store
@@ -317,7 +370,7 @@ fn for_each_part(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Mode, OnStoreError, Scope};
+    use crate::policy::{Mode, OnStoreError, RateLimitPolicy, Scope};
 
     fn rl(key: Vec<KeyPart>, deny: bool) -> RateLimitPolicy {
         RateLimitPolicy {

@@ -116,6 +116,12 @@ impl Serialize for Dur {
     }
 }
 
+/// Serializes a [`Duration`] field as a [`Dur`] (`serialize_with`), the way the config
+/// writes it.
+pub(crate) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    Dur(*d).serialize(s)
+}
+
 /// Whole seconds of `d`, rounded up.
 pub(crate) fn secs_ceil(d: Duration) -> u64 {
     d.as_nanos().div_ceil(1_000_000_000).min(u64::MAX as u128) as u64

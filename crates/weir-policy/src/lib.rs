@@ -110,7 +110,7 @@ pub use response::{GatewayResponse, SimpleResponse};
 pub use secret::{REDACTED, Secret, redact_url};
 pub use store::{
     GlobalStore, QuotaKeys, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError,
-    StoreRequest, check_exact, store_key,
+    StoreErrorKind, StoreRequest, check_exact, store_key,
 };
 pub use text::HeaderText;
 pub use timer::Timer;

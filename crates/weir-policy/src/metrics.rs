@@ -62,7 +62,7 @@ pub(crate) struct Metrics {
     pub duration: Family<RouteL, Histogram, fn() -> Histogram>,
     pub auth: Family<ResultL, Counter>,
     /// `weir_endpoint_healthy`, `weir_ejections_total`, `weir_upstream_panic`.
-    pub upstreams: crate::upstream::metrics::UpstreamFamilies,
+    pub upstreams: UpstreamFamilies,
     pub quota_consumed: Family<RouteL, Counter>,
     pub quota_exhausted: Family<RouteL, Counter>,
     pub quota_duplicates: Family<RouteL, Counter>,
@@ -172,7 +172,7 @@ impl Metrics {
             "Access-log records dropped because the log could not keep up (its queue was full)",
             log_dropped.clone(),
         );
-        let upstreams = crate::upstream::metrics::UpstreamFamilies::register(&mut registry);
+        let upstreams = UpstreamFamilies::register(&mut registry);
         Metrics {
             log_dropped,
             upstreams,
@@ -311,7 +311,7 @@ impl Metrics {
         }
         // prometheus-client writes nothing for a family without series; docs/HTTP.md
         // wants every family's `# TYPE` line from start-up.
-        let upstream = crate::upstream::metrics::DESCRIPTORS;
+        let upstream = UPSTREAM_DESCRIPTORS;
         for (name, help, kind) in DESCRIPTORS.into_iter().chain(upstream) {
             if !out.contains(&format!("# TYPE {name} ")) {
                 out.push_str(&format!("# HELP {name} {help}.\n# TYPE {name} {kind}\n"));
@@ -552,6 +552,68 @@ pub const FAMILIES: [&str; 20] = [
     QUOTA[2].0,
     "weir_access_log_dropped_total",
 ];
+
+// ---- Upstream families (the upstream service counts into them) ----
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct EndpointL {
+    pub upstream: String,
+    pub endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct EjectionL {
+    pub upstream: String,
+    pub endpoint: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct UpstreamL {
+    pub upstream: String,
+}
+
+/// The upstream metric families (`weir_endpoint_healthy`, `weir_ejections_total`,
+/// `weir_upstream_panic`).
+pub(crate) struct UpstreamFamilies {
+    pub(crate) healthy: Family<EndpointL, Gauge>,
+    pub(crate) ejections: Family<EjectionL, Counter>,
+    pub(crate) panic: Family<UpstreamL, Gauge>,
+}
+
+/// Name (as exposed), help, type of each upstream family.
+pub(crate) const UPSTREAM_DESCRIPTORS: [(&str, &str, &str); 3] = [
+    (
+        "weir_endpoint_healthy",
+        "1 while the endpoint is in rotation, 0 while it is ejected",
+        "gauge",
+    ),
+    (
+        "weir_ejections_total",
+        "Endpoint ejections by reason (consecutive_failures, consecutive_5xx, failure_percentage)",
+        "counter",
+    ),
+    (
+        "weir_upstream_panic",
+        "1 while the upstream is in panic (every endpoint used)",
+        "gauge",
+    ),
+];
+
+impl UpstreamFamilies {
+    pub(crate) fn register(registry: &mut Registry) -> UpstreamFamilies {
+        let f = UpstreamFamilies {
+            healthy: Family::default(),
+            ejections: Family::default(),
+            panic: Family::default(),
+        };
+        let [h, e, p] = UPSTREAM_DESCRIPTORS;
+        registry.register(h.0, h.1, f.healthy.clone());
+        registry.register(e.0.trim_end_matches("_total"), e.1, f.ejections.clone());
+        registry.register(p.0, p.1, f.panic.clone());
+        f
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,18 @@
 //! Responses the gateway makes itself, and the headers every response carries.
 
-use crate::policy::FallbackPolicy;
 use crate::text::HeaderText;
+use serde::Serialize;
+
+/// `[routes.fallback]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FallbackPolicy {
+    /// Status of the degraded response.
+    pub status: u16,
+    /// Its content type.
+    pub content_type: String,
+    /// Its body.
+    pub body: String,
+}
 
 /// A finished response the gateway makes itself (rejections, fallback, admin).
 ///

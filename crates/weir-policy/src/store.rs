@@ -1,4 +1,7 @@
-//! The global store interface (implemented by the Redis crate).
+//! The global store interface (implemented by the Redis crate), its one error type, and
+//! what a store is built from and how a route uses it (`[store]`'s [`StoreConfig`],
+//! [`Scope`], [`OnStoreError`]): a leaf, because the rate limit and the quota both read
+//! them and the policies do not import each other.
 //!
 //! Semantics owned here, not by the store: the engine bounds every call with
 //! `[store] timeout_ms` (racing the future against the frontend's [`crate::Timer`]);
@@ -8,9 +11,157 @@
 //! installed behaves as a failing store, and recovery needs no restart: every request
 //! asks again.
 
+use crate::dur::Dur;
+use crate::secret::{REDACTED, Secret, redact_url};
 use core::future::Future;
 use core::pin::Pin;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
 use weir_core::{Decision, Limit};
+
+/// Where rate-limit state lives.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Per gateway process (all workers share one state).
+    Local,
+    /// In the shared [`crate::GlobalStore`] (Redis).
+    Global,
+}
+
+impl Scope {
+    /// The config spelling (also the access log's `scope`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Local => "local",
+            Scope::Global => "global",
+        }
+    }
+}
+
+/// What a global route does when its store cannot answer in time.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Fail closed: 503 `ratelimit_store_unavailable`, no upstream attempt.
+    Deny,
+    /// Fail open: proxy, mark `x-weir-ratelimit: bypassed`, count it.
+    Allow,
+}
+
+/// `[store]`: what the global-store implementation connects to. The one model of the
+/// store's settings: weir-redis takes it as it is (`weir_redis::RedisSettings`).
+/// `Debug`, `Serialize` and [`StoreConfig::describe`] show the URL with its password
+/// redacted and the password as `***`.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct StoreConfig {
+    /// Store kind (`"redis"`).
+    pub kind: String,
+    /// Connection URL (`""` with `cluster`). Shown with its password redacted.
+    #[serde(serialize_with = "ser_url")]
+    pub url: String,
+    /// Redis Cluster seed nodes, `host:port` each (empty: the single server at `url`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<String>,
+    /// `username`: the ACL user (Redis 6+); none: the default user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// `password` or the value of `password_env` (shown as `***`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<Secret>,
+    /// `tls`: TLS to every node (also implied by a `rediss://` URL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<StoreTls>,
+    /// How long the engine waits for one answer (`timeout_ms`, default 100).
+    #[serde(serialize_with = "crate::dur::ser_duration")]
+    pub timeout: Duration,
+    /// Tokens an instance may prefetch per key (0 = ask every time).
+    pub lease: u64,
+}
+
+/// `[store] tls`: server certificates checked against `ca` (a PEM file, read when the
+/// config is loaded), or against the system's roots when `ca` is absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreTls {
+    /// The CA file as resolved (relative to the config file) and its PEM text.
+    #[serde(serialize_with = "ser_ca")]
+    pub ca: Option<(PathBuf, Vec<u8>)>,
+}
+
+fn ser_url<S: serde::Serializer>(u: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(u))
+}
+
+fn ser_ca<S: serde::Serializer>(ca: &Option<(PathBuf, Vec<u8>)>, s: S) -> Result<S::Ok, S::Error> {
+    match ca {
+        Some((p, _)) => s.serialize_some(&p.display().to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+impl core::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("kind", &self.kind)
+            .field("url", &redact_url(&self.url))
+            .field("cluster", &self.cluster)
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .field(
+                "tls",
+                &self.tls.as_ref().map(|t| t.ca.as_ref().map(|c| &c.0)),
+            )
+            .field("timeout", &self.timeout)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Default for StoreConfig {
+    /// A Redis store with no address yet: the defaults of `[store]`.
+    fn default() -> Self {
+        StoreConfig {
+            kind: "redis".to_string(),
+            url: String::new(),
+            cluster: Vec::new(),
+            username: None,
+            password: None,
+            tls: None,
+            timeout: Duration::from_millis(100),
+            lease: 0,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// What `--check` prints of the store: kind, where (password redacted), auth, TLS.
+    pub fn describe(&self) -> String {
+        let mut o = format!("{} ", self.kind);
+        if self.cluster.is_empty() {
+            o.push_str(&redact_url(&self.url));
+        } else {
+            let _ = write!(o, "cluster [{}]", self.cluster.join(", "));
+        }
+        if let Some(u) = &self.username {
+            let _ = write!(o, ", user {u}");
+        }
+        if self.password.is_some() {
+            let _ = write!(o, ", password {REDACTED}");
+        }
+        match &self.tls {
+            Some(StoreTls { ca: Some((p, _)) }) => {
+                let _ = write!(o, ", tls (ca {})", p.display());
+            }
+            Some(StoreTls { ca: None }) => o.push_str(", tls (system roots)"),
+            None if self.url.starts_with("rediss://") => o.push_str(", tls (system roots)"),
+            None => {}
+        }
+        let _ = write!(o, " (timeout {}, lease {})", Dur(self.timeout), self.lease);
+        o
+    }
+}
 
 /// 2^53: integers below this are exact in Redis' Lua numbers (IEEE doubles).
 const LUA_EXACT: u128 = 1 << 53;
@@ -73,8 +224,9 @@ pub trait GlobalStore: Send + Sync + 'static {
         req: QuotaRequest,
     ) -> Pin<Box<dyn Future<Output = Result<QuotaReply, StoreError>> + Send>> {
         let _ = req;
-        Box::pin(core::future::ready(Err(StoreError(
-            "this store has no quotas".into(),
+        Box::pin(core::future::ready(Err(StoreError::new(
+            StoreErrorKind::Config,
+            "this store has no quotas",
         ))))
     }
 }
@@ -227,13 +379,58 @@ pub struct StoreRequest {
     pub cost: u64,
 }
 
-/// The store could not answer (connection, protocol, script error...).
+/// Why the store could not answer (one type for the engine and every store
+/// implementation: weir-redis re-exports it). Never a rate-limit denial: the route's
+/// `on_store_error` decides what the request gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+pub struct StoreError {
+    /// What failed.
+    pub kind: StoreErrorKind,
+    /// Human-readable detail (no keys, no secrets).
+    pub message: String,
+}
+
+/// The class of a [`StoreError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// No answer within the store timeout.
+    Timeout,
+    /// No store, could not connect, or the connection broke.
+    Unavailable,
+    /// The store answered with an error, or an answer of the wrong shape.
+    Protocol,
+    /// The limit, the URL or the store kind cannot be used.
+    Config,
+}
+
+impl StoreError {
+    /// An error of this kind.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
+        StoreError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// `StoreError(message)`, the spelling of the old `StoreError(pub String)`: an
+/// [`StoreErrorKind::Unavailable`] error. Only quota/ still calls it — it is being
+/// rewritten at the same time and could not change here; remove this once it builds its
+/// errors with [`StoreError::new`].
+#[allow(non_snake_case)]
+pub(crate) fn StoreError(message: String) -> StoreError {
+    StoreError::new(StoreErrorKind::Unavailable, message)
+}
 
 impl core::fmt::Display for StoreError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "rate-limit store error: {}", self.0)
+        let k = match self.kind {
+            StoreErrorKind::Timeout => "timeout",
+            StoreErrorKind::Unavailable => "unavailable",
+            StoreErrorKind::Protocol => "protocol error",
+            StoreErrorKind::Config => "configuration",
+        };
+        write!(f, "rate limit store {k}: {}", self.message)
     }
 }
 

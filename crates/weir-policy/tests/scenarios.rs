@@ -218,7 +218,12 @@ impl GlobalStore for FakeStore {
             return Box::pin(std::future::pending());
         }
         if self.fail.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(StoreError("connection refused".into())) });
+            return Box::pin(async {
+                Err(StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    "connection refused",
+                ))
+            });
         }
         self.keys.lock().unwrap().push(req.key.clone());
         let mut used = self.used.lock().unwrap();

@@ -75,56 +75,17 @@ fn us(n: Nanos) -> u64 {
 /// and every intermediate below 2^53 ([`weir_policy::check_exact`], which the config also
 /// applies at load to every global limit).
 pub fn check_exact(limit: &Limit) -> Result<(), StoreError> {
-    weir_policy::check_exact(limit).map_err(|m| StoreError::config(&m))
+    weir_policy::check_exact(limit).map_err(|m| config_error(&m))
 }
 
-/// Why the store could not answer. Never a rate-limit denial.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError {
-    /// What failed.
-    pub kind: StoreErrorKind,
-    /// Human-readable detail (no keys, no secrets).
-    pub message: String,
-}
+/// Why the store could not answer: the engine's own error type (one for the engine and
+/// every store), so [`RedisStore`]'s errors reach the engine with their kind.
+pub use weir_policy::{StoreError, StoreErrorKind};
 
-/// The class of a [`StoreError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreErrorKind {
-    /// No answer within the store timeout.
-    Timeout,
-    /// Could not connect, or the connection broke.
-    Unavailable,
-    /// Redis answered with an error, or an answer of the wrong shape.
-    Protocol,
-    /// The limit or the URL cannot be used.
-    Config,
+/// A [`StoreErrorKind::Config`] error.
+fn config_error(m: &str) -> StoreError {
+    StoreError::new(StoreErrorKind::Config, m)
 }
-
-impl StoreError {
-    fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
-        StoreError {
-            kind,
-            message: message.into(),
-        }
-    }
-    fn config(m: &str) -> Self {
-        Self::new(StoreErrorKind::Config, m)
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let k = match self.kind {
-            StoreErrorKind::Timeout => "timeout",
-            StoreErrorKind::Unavailable => "unavailable",
-            StoreErrorKind::Protocol => "protocol error",
-            StoreErrorKind::Config => "configuration",
-        };
-        write!(f, "rate limit store {k}: {}", self.message)
-    }
-}
-
-impl std::error::Error for StoreError {}
 
 /// Settings of a [`RedisStore`]: the `[store]` section as the config compiled it (one
 /// model of the store's settings, not a copy). `url` (one server) or `cluster` (seed nodes
@@ -277,7 +238,7 @@ impl RedisStore {
             return Prepared::Done(Err(e));
         }
         if cost > limit.capacity() {
-            return Prepared::Done(Err(StoreError::config("cost exceeds the limit's capacity")));
+            return Prepared::Done(Err(config_error("cost exceeds the limit's capacity")));
         }
         // ARGV of each script (see `scripts`): the limit's numbers, then the cost.
         let (args, nargs): ([u64; 6], usize) = match *limit {
@@ -593,7 +554,7 @@ impl Target {
                 .url
                 .as_str()
                 .into_connection_info()
-                .map_err(|e| StoreError::config(&format!("invalid store url: {e}")))?;
+                .map_err(|e| config_error(&format!("invalid store url: {e}")))?;
             if tls && let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() {
                 info = info.set_addr(redis::ConnectionAddr::TcpTls {
                     host,
@@ -616,7 +577,7 @@ impl Target {
             };
             return client
                 .map(|c| Target::Single(Box::new(c)))
-                .map_err(|e| StoreError::config(&format!("invalid store url: {e}")));
+                .map_err(|e| config_error(&format!("invalid store url: {e}")));
         }
         let scheme = if tls { "rediss" } else { "redis" };
         let seeds: Vec<String> = settings
@@ -882,26 +843,16 @@ impl weir_policy::GlobalStore for RedisStore {
     fn acquire(
         &self,
         req: weir_policy::StoreRequest,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Decision, weir_policy::StoreError>> + Send>>
-    {
-        let fut = RedisStore::acquire(self, &req.key, &req.limit, req.cost);
-        Box::pin(async move {
-            fut.await
-                .map_err(|e| weir_policy::StoreError(e.to_string()))
-        })
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>> {
+        Box::pin(RedisStore::acquire(self, &req.key, &req.limit, req.cost))
     }
 
     fn quota(
         &self,
         req: weir_policy::QuotaRequest,
-    ) -> std::pin::Pin<
-        Box<dyn Future<Output = Result<weir_policy::QuotaReply, weir_policy::StoreError>> + Send>,
-    > {
-        let fut = RedisStore::quota(self, req);
-        Box::pin(async move {
-            fut.await
-                .map_err(|e| weir_policy::StoreError(e.to_string()))
-        })
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<weir_policy::QuotaReply, StoreError>> + Send>>
+    {
+        Box::pin(RedisStore::quota(self, req))
     }
 
     /// A cluster's hash slot of `key`; 0 for the single server.
@@ -919,9 +870,7 @@ impl weir_policy::GlobalStore for RedisStore {
 pub fn factory() -> weir_policy::StoreFactory {
     std::sync::Arc::new(|sc: &weir_policy::StoreConfig| {
         if sc.kind != "redis" {
-            return Err(
-                StoreError::config(&format!("unknown store kind {:?}", sc.kind)).to_string(),
-            );
+            return Err(config_error(&format!("unknown store kind {:?}", sc.kind)).to_string());
         }
         let store = RedisStore::start(sc.clone()).map_err(|e| e.to_string())?;
         Ok(std::sync::Arc::new(store) as std::sync::Arc<dyn weir_policy::GlobalStore>)

@@ -9,7 +9,7 @@ use crate::dur::Dur;
 use serde::Serialize;
 use std::time::Duration;
 use weir_core::retry_budget::ratio_ppm_from_f64;
-use weir_core::{BreakerConfig, ConfigError as CoreError, Cooldown, Nanos, SlowCall};
+use weir_core::{BreakerConfig, Cooldown, Nanos, ParamError, SlowCall};
 
 /// `[routes.breaker]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -87,10 +87,10 @@ pub(crate) fn probe_timeout(total: Nanos) -> Nanos {
 }
 
 /// The core breaker parameters of a `[routes.breaker]` section.
-pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerConfig, CoreError> {
+pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerConfig, ParamError> {
     let mult = p.cooldown_multiplier * 1000.0;
     if !(mult.is_finite() && (1000.0..=1_000_000.0).contains(&mult)) {
-        return Err(CoreError::OutOfRange("cooldown.multiplier"));
+        return Err(ParamError::OutOfRange("cooldown.multiplier"));
     }
     let cfg = BreakerConfig {
         consecutive_failures: p.consecutive_failures,
@@ -98,11 +98,11 @@ pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerC
             .failure_rate
             .map(ppm)
             .transpose()
-            .map_err(|_| CoreError::OutOfRange("failure_rate"))?,
+            .map_err(|_| ParamError::OutOfRange("failure_rate"))?,
         slow_call: match (p.slow_call, p.slow_call_rate) {
             (Some(t), Some(r)) => Some(SlowCall {
                 threshold: t.0.into(),
-                rate_ppm: ppm(r).map_err(|_| CoreError::OutOfRange("slow_call_rate"))?,
+                rate_ppm: ppm(r).map_err(|_| ParamError::OutOfRange("slow_call_rate"))?,
             }),
             _ => None,
         },
@@ -113,7 +113,7 @@ pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerC
             max: p.cooldown_max.0.into(),
             multiplier_milli: mult.round() as u32,
             jitter_ppm: ppm(p.cooldown_jitter)
-                .map_err(|_| CoreError::OutOfRange("cooldown.jitter"))?,
+                .map_err(|_| ParamError::OutOfRange("cooldown.jitter"))?,
         },
         probes: p.probes,
         successes: p.successes,
@@ -124,8 +124,8 @@ pub(crate) fn breaker_config(p: &BreakerPolicy, total: Nanos) -> Result<BreakerC
     Ok(cfg)
 }
 
-fn ppm(f: f64) -> Result<u32, CoreError> {
-    ratio_ppm_from_f64(f).ok_or(CoreError::OutOfRange("rate"))
+fn ppm(f: f64) -> Result<u32, ParamError> {
+    ratio_ppm_from_f64(f).ok_or(ParamError::OutOfRange("rate"))
 }
 
 fn breaker_key(f: &'static str) -> String {

@@ -4,9 +4,7 @@
 //! algorithm); every later consumer — the keyed local table, the global store request, the
 //! `RateLimit-Policy` header, `/admin/config` — reads that same value.
 
-use crate::check::{
-    Ctx, R, at_least_1, core_err, file_table, is_token, nonzero_dur, nonzero_dur_or,
-};
+use crate::check::{Ctx, R, at_least_1, core_err, file_table, nonzero_dur, nonzero_dur_or};
 use crate::dur::{Dur, secs_ceil};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -14,36 +12,6 @@ use weir_core::{Limit, LimitKind, MAX_SLIDING_LOG_LIMIT};
 
 /// `allow_for` when the file is silent: one outage is bypassed for at most 5 minutes.
 pub(crate) const DEFAULT_ALLOW_FOR: Duration = Duration::from_secs(300);
-
-/// Where rate-limit state lives.
-#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// Per gateway process (all workers share one state).
-    Local,
-    /// In the shared [`crate::GlobalStore`] (Redis).
-    Global,
-}
-
-impl Scope {
-    /// The config spelling (also the access log's `scope`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Scope::Local => "local",
-            Scope::Global => "global",
-        }
-    }
-}
-
-/// What a global route does when its store cannot answer in time.
-#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum OnStoreError {
-    /// Fail closed: 503 `ratelimit_store_unavailable`, no upstream attempt.
-    Deny,
-    /// Fail open: proxy, mark `x-weir-ratelimit: bypassed`, count it.
-    Allow,
-}
 
 /// Enforce or only observe.
 #[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,48 +23,11 @@ pub enum Mode {
     Shadow,
 }
 
-/// One part of a rate-limit descriptor.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum KeyPart {
-    /// The route id.
-    Route,
-    /// The request method.
-    Method,
-    /// A request header (name lowercased); empty = missing.
-    Header(String),
-    /// The client's IP address.
-    ClientIp,
-    /// The verified consumer (`[routes.auth]`: JWT `sub` or the API key's consumer).
-    Consumer,
-    /// A string claim of the verified token.
-    Claim(String),
-}
-
-impl KeyPart {
-    /// Whether the part needs `[routes.auth]` on its route.
-    pub fn needs_auth(&self) -> bool {
-        matches!(self, KeyPart::Consumer | KeyPart::Claim(_))
-    }
-}
-
-impl core::fmt::Display for KeyPart {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            KeyPart::Route => f.write_str("route"),
-            KeyPart::Method => f.write_str("method"),
-            KeyPart::Header(h) => write!(f, "header:{h}"),
-            KeyPart::ClientIp => f.write_str("client_ip"),
-            KeyPart::Consumer => f.write_str("consumer"),
-            KeyPart::Claim(c) => write!(f, "claim:{c}"),
-        }
-    }
-}
-
-impl Serialize for KeyPart {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+// The descriptor's parts and the store's settings are shared with the quota: they live in
+// the leaves (descriptor.rs, store.rs), and are named here too for the quota's imports.
+pub use crate::descriptor::KeyPart;
+pub(crate) use crate::descriptor::key_parts;
+pub use crate::store::{OnStoreError, Scope};
 
 /// `[routes.rate_limit]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,6 +56,18 @@ pub struct RateLimitPolicy {
     /// `headers` (default true): the `RateLimit-Policy` and `RateLimit` fields on responses.
     /// Off, they are left out; `Retry-After` is still sent on every 429.
     pub headers: bool,
+}
+
+impl crate::descriptor::KeyRules for RateLimitPolicy {
+    fn parts(&self) -> &[KeyPart] {
+        &self.key
+    }
+    fn deny_empty_key(&self) -> bool {
+        self.deny_empty_key
+    }
+    fn max_key_bytes(&self) -> u64 {
+        self.max_key_bytes
+    }
 }
 
 impl RateLimitPolicy {
@@ -326,38 +269,6 @@ pub(crate) fn compile(
         max_key_bytes: count("max_key_bytes", rl.max_key_bytes, 256)?,
         headers: rl.headers.unwrap_or(true),
     })
-}
-
-/// `key = [...]` at `{k}.key` (default `["route"]`) → descriptor parts; shared by every
-/// section that counts by key (`[routes.rate_limit]`, `[routes.quota]`).
-pub(crate) fn key_parts(ctx: &Ctx<'_>, k: &str, key: Option<Vec<String>>) -> R<Vec<KeyPart>> {
-    let key_strs = key.unwrap_or_else(|| vec!["route".to_string()]);
-    if key_strs.is_empty() {
-        return Err(ctx.err(format!("{k}.key"), "needs at least one part"));
-    }
-    let mut key = Vec::new();
-    for (j, p) in key_strs.iter().enumerate() {
-        let part = match p.as_str() {
-            "route" => KeyPart::Route,
-            "method" => KeyPart::Method,
-            "client_ip" => KeyPart::ClientIp,
-            "consumer" => KeyPart::Consumer,
-            c if c.starts_with("claim:") && is_token(&c[6..]) => KeyPart::Claim(c[6..].to_string()),
-            h if h.starts_with("header:") && is_token(&h[7..]) => {
-                KeyPart::Header(h[7..].to_ascii_lowercase())
-            }
-            other => {
-                return Err(ctx.err(
-                    format!("{k}.key[{j}]"),
-                    format!(
-                        "bad key part {other:?}: expected route, method, client_ip, header:NAME, consumer or claim:NAME"
-                    ),
-                ));
-            }
-        };
-        key.push(part);
-    }
-    Ok(key)
 }
 
 /// The algorithm's keys → one validated [`Limit`] (defaults, cross-checks, the core's

@@ -8,7 +8,7 @@ use super::local::{KeyedLimiter, keyed_limiter};
 use crate::descriptor::DescriptorError;
 use crate::metrics::RouteMetrics;
 use crate::outcome::Outcome;
-use crate::store::{GlobalStore, StoreError, StoreRequest, store_key};
+use crate::store::{GlobalStore, StoreError, StoreErrorKind, StoreRequest, store_key};
 use crate::text::HeaderText;
 use crate::timer::{Either, Timer, select};
 use std::sync::Arc;
@@ -225,13 +225,19 @@ async fn store_acquire<T: Timer>(
     req: StoreRequest,
 ) -> Result<Decision, StoreError> {
     let Some(store) = &s.store else {
-        return Err(StoreError("no global store installed".into()));
+        return Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            "no global store installed",
+        ));
     };
     let fut = store.acquire(req);
     let sleep = core::pin::pin!(timer.sleep(s.timeout));
     match select(fut, sleep).await {
         Either::Left(r) => r,
-        Either::Right(()) => Err(StoreError(format!("timed out after {:?}", s.timeout))),
+        Either::Right(()) => Err(StoreError::new(
+            StoreErrorKind::Timeout,
+            format!("timed out after {:?}", s.timeout),
+        )),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::dur::Dur;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
 use weir_core::retry_budget::ratio_ppm_from_f64;
-use weir_core::{Backoff, ConfigError as CoreError, Jitter};
+use weir_core::{Backoff, Jitter, ParamError};
 
 /// `[routes.retry]` (a route without it has `max_attempts = 1`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -99,14 +99,14 @@ fn ser_jitter<S: Serializer>(j: &Jitter, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// The core retry-budget parameters of `budget = {...}`.
-pub(crate) fn budget_config(p: &BudgetPolicy) -> Result<weir_core::RetryBudgetConfig, CoreError> {
-    let ratio = ratio_ppm_from_f64(p.ratio).ok_or(CoreError::OutOfRange("ratio"))?;
-    let min = u32::try_from(p.min_per_sec).map_err(|_| CoreError::OutOfRange("min_per_sec"))?;
+pub(crate) fn budget_config(p: &BudgetPolicy) -> Result<weir_core::RetryBudgetConfig, ParamError> {
+    let ratio = ratio_ppm_from_f64(p.ratio).ok_or(ParamError::OutOfRange("ratio"))?;
+    let min = u32::try_from(p.min_per_sec).map_err(|_| ParamError::OutOfRange("min_per_sec"))?;
     weir_core::RetryBudgetConfig::new(ratio, min, p.ttl.0.into())
 }
 
 /// The core backoff of `backoff = {...}` (doubling; the config has no multiplier).
-pub(crate) fn backoff(p: &BackoffPolicy) -> Result<Backoff, CoreError> {
+pub(crate) fn backoff(p: &BackoffPolicy) -> Result<Backoff, ParamError> {
     Backoff::exponential(p.base.nanos(), p.max.nanos(), p.jitter)
 }
 

@@ -5,10 +5,28 @@
 use crate::check::{Ctx, R, at_least_1, core_err, file_table, fraction, nonzero_dur_or};
 use crate::dur::Dur;
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::time::Duration;
 use weir_core::OutlierConfig;
 use weir_core::outlier::{CONSECUTIVE_MAX, MIN_REQUESTS_MAX};
 use weir_core::retry_budget::ratio_ppm_from_f64;
+
+/// One `[[upstreams]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UpstreamSettings {
+    /// Name routes refer to.
+    pub name: String,
+    /// Endpoints.
+    pub endpoints: Vec<SocketAddr>,
+    /// `balance` (default `round_robin`).
+    pub balance: Balance,
+    /// `[upstreams.outlier]`: passive ejection (`None`: nothing is ejected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier: Option<OutlierPolicy>,
+    /// `connect_timeout_ms` (default 1000).
+    #[serde(serialize_with = "crate::dur::ser_duration")]
+    pub connect_timeout: Duration,
+}
 
 /// `balance`: how an attempt's endpoint is chosen among those in rotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 //! outcome, eject). The ejection machine itself is `weir_core::outlier`.
 
 pub(crate) mod layer;
-pub(crate) mod metrics;
 pub(crate) mod service;
 
-pub use layer::{Balance, OutlierPolicy};
+pub use layer::{Balance, OutlierPolicy, UpstreamSettings};

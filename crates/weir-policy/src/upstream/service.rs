@@ -6,10 +6,8 @@
 //! `Flow::on_attempt` records), so there is one code path for ejection.
 
 use crate::attempt::AttemptResult;
-use crate::metrics::Metrics;
-use crate::policy::UpstreamSettings;
-use crate::upstream::Balance;
-use crate::upstream::metrics::{EjectionL, EndpointL, UpstreamL};
+use crate::metrics::{EjectionL, EndpointL, Metrics, UpstreamL};
+use crate::upstream::{Balance, UpstreamSettings};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::json;
