@@ -413,15 +413,6 @@ impl StoreError {
     }
 }
 
-/// `StoreError(message)`, the spelling of the old `StoreError(pub String)`: an
-/// [`StoreErrorKind::Unavailable`] error. Only quota/ still calls it — it is being
-/// rewritten at the same time and could not change here; remove this once it builds its
-/// errors with [`StoreError::new`].
-#[allow(non_snake_case)]
-pub(crate) fn StoreError(message: String) -> StoreError {
-    StoreError::new(StoreErrorKind::Unavailable, message)
-}
-
 impl core::fmt::Display for StoreError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let k = match self.kind {

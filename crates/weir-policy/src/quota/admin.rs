@@ -4,9 +4,9 @@
 
 use super::ledger::{Event, KeyReport, Kind, RouteLedger, Writer, digest_hex};
 use super::service::store_request;
-use crate::ratelimit::Scope;
 use crate::response::GatewayResponse;
 use crate::runtime::Live;
+use crate::store::Scope;
 use crate::store::{GlobalStore, QuotaOp, QuotaReply, QuotaStatus};
 use serde::Deserialize;
 use serde_json::json;

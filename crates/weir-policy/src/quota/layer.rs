@@ -3,8 +3,9 @@
 //! the file's spelling into them.
 
 use crate::check::{Ctx, R, at_least_1, is_token, nonzero_dur};
+use crate::descriptor::{KeyPart, key_parts};
 use crate::dur::Dur;
-use crate::ratelimit::layer::{KeyPart, OnStoreError, Scope, key_parts};
+use crate::store::{OnStoreError, Scope};
 use serde::{Deserialize, Serialize, Serializer};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -12,9 +12,10 @@ use super::ledger::{Event, Kind, Reserved, RouteLedger, Ticket, Writer, digest_h
 use crate::descriptor::Headers;
 use crate::metrics::RouteMetrics;
 use crate::policy::PolicySet;
-use crate::ratelimit::OnStoreError;
+use crate::store::OnStoreError;
 use crate::store::{
     GlobalStore, QuotaKeys, QuotaOp, QuotaReply, QuotaRequest, QuotaStatus, StoreError,
+    StoreErrorKind,
 };
 use crate::text::HeaderText;
 use crate::timer::{Either, Timer, select};
@@ -245,7 +246,10 @@ pub(crate) async fn ask_store<T: Timer>(
     let sleep = core::pin::pin!(timer.sleep(timeout));
     match select(fut, sleep).await {
         Either::Left(r) => r,
-        Either::Right(()) => Err(StoreError(format!("timed out after {timeout:?}"))),
+        Either::Right(()) => Err(StoreError::new(
+            StoreErrorKind::Timeout,
+            format!("timed out after {timeout:?}"),
+        )),
     }
 }
 
@@ -287,7 +291,10 @@ pub(crate) async fn gate_global<T: Timer>(
     let t = period.secs_to_end(unix);
     let digest = digest_hex(a.digest);
     let answer = match &cx.store {
-        None => Err(StoreError("no global store installed".into())),
+        None => Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            "no global store installed",
+        )),
         Some(store) => {
             write_back(
                 q,

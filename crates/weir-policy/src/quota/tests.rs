@@ -425,7 +425,10 @@ mod write_back {
             &self,
             _: crate::store::StoreRequest,
         ) -> Pin<Box<dyn Future<Output = Result<weir_core::Decision, StoreError>> + Send>> {
-            Box::pin(core::future::ready(Err(StoreError("unused".into()))))
+            Box::pin(core::future::ready(Err(StoreError::new(
+                crate::store::StoreErrorKind::Unavailable,
+                "unused",
+            ))))
         }
         fn quota(
             &self,
@@ -436,7 +439,10 @@ mod write_back {
                 panic!("only bypass write-backs here")
             };
             let out = if step == 1 {
-                Err(StoreError("down".into()))
+                Err(StoreError::new(
+                    crate::store::StoreErrorKind::Unavailable,
+                    "down",
+                ))
             } else {
                 let fresh = self.ids.lock().unwrap().insert((
                     req.keys.prefix.clone(),
@@ -447,7 +453,10 @@ mod write_back {
                     *self.used.lock().unwrap() += cost;
                 }
                 if step == 2 {
-                    Err(StoreError("answer lost".into()))
+                    Err(StoreError::new(
+                        crate::store::StoreErrorKind::Unavailable,
+                        "answer lost",
+                    ))
                 } else {
                     Ok(QuotaReply {
                         status: if fresh {
