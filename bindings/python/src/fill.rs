@@ -83,17 +83,10 @@ impl Fill<'_> {
     /// in a second pass as well measured slower: the division overlaps with the decisions.)
     #[inline]
     pub(crate) fn batch<B: Batched>(self, core: B) -> (u64, u64, Nanos) {
-        let Fill {
-            times,
-            costs,
-            ns,
-            rem,
-            wait,
-            allowed,
-        } = self;
-        let (times, _) = times.as_chunks::<8>();
-        let (rem, _) = rem.as_chunks_mut::<8>();
-        let (wait, _) = wait.as_chunks_mut::<8>();
+        let (costs, ns, allowed) = (self.costs, self.ns, self.allowed);
+        let (times, _) = self.times.as_chunks::<8>();
+        let (rem, _) = self.rem.as_chunks_mut::<8>();
+        let (wait, _) = self.wait.as_chunks_mut::<8>();
         let k = allowed.len();
         let ns = &mut ns[..k];
         chunk_nanos(times, ns);

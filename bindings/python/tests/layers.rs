@@ -7,34 +7,19 @@
 //! everything. The step lives below both the classes and `replay.rs`, so the two never
 //! import each other.
 
-use std::path::Path;
 use weir_layers::Floor;
 
 const FLOORS: &[Floor] = &[
-    Floor {
-        name: "leaves",
-        modules: &["decision", "errors", "time"],
-        open: true,
-    },
-    Floor {
-        name: "replay step",
-        modules: &["fill"],
-        open: false,
-    },
-    Floor {
-        name: "classes",
-        modules: &["limiters", "quota", "resilience", "simulation"],
-        open: false,
-    },
-    Floor {
-        name: "replay",
-        modules: &["replay"],
-        open: false,
-    },
+    Floor::open("leaves", &["decision", "errors", "time"]),
+    Floor::closed("replay step", &["fill"]),
+    Floor::closed(
+        "classes",
+        &["limiters", "quota", "resilience", "simulation"],
+    ),
+    Floor::closed("replay", &["replay"]),
 ];
 
 #[test]
 fn imports_run_down_the_floors() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    weir_layers::check(&src, FLOORS, &[]);
+    weir_layers::check_crate(env!("CARGO_MANIFEST_DIR"), FLOORS, &[]);
 }

@@ -20,16 +20,13 @@ pub struct TestCerts {
 /// openssl's stderr when a step fails.
 pub fn make(dir: &Path) -> TestCerts {
     let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("the openssl command line (apt-get install openssl)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut openssl = Command::new("openssl");
+        let out = openssl.args(args).current_dir(dir).output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(e) => panic!("the openssl command line (apt-get install openssl): {e}"),
+        }
     };
     let ec = [
         "-newkey",

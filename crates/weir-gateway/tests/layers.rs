@@ -7,34 +7,16 @@
 //! `main.rs` starts everything. State both a worker and a connection read (`Shared`) lives
 //! in `shutdown.rs`, below both, so the two never import each other.
 
-use std::path::Path;
 use weir_layers::Floor;
 
 const FLOORS: &[Floor] = &[
-    Floor {
-        name: "leaves",
-        modules: &["admin", "io", "shutdown"],
-        open: true,
-    },
-    Floor {
-        name: "upstream pools",
-        modules: &["upstream"],
-        open: false,
-    },
-    Floor {
-        name: "one connection",
-        modules: &["proxy"],
-        open: false,
-    },
-    Floor {
-        name: "workers",
-        modules: &["worker"],
-        open: false,
-    },
+    Floor::open("leaves", &["admin", "io", "shutdown"]),
+    Floor::closed("upstream pools", &["upstream"]),
+    Floor::closed("one connection", &["proxy"]),
+    Floor::closed("workers", &["worker"]),
 ];
 
 #[test]
 fn imports_run_down_the_floors() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    weir_layers::check(&src, FLOORS, &[]);
+    weir_layers::check_crate(env!("CARGO_MANIFEST_DIR"), FLOORS, &[]);
 }

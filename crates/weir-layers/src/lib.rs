@@ -48,6 +48,26 @@ pub struct Floor {
     pub open: bool,
 }
 
+impl Floor {
+    /// A floor whose modules may import each other (the leaves).
+    pub const fn open(name: &'static str, modules: &'static [&'static str]) -> Floor {
+        Floor {
+            name,
+            modules,
+            open: true,
+        }
+    }
+
+    /// A floor whose modules may not import each other.
+    pub const fn closed(name: &'static str, modules: &'static [&'static str]) -> Floor {
+        Floor {
+            name,
+            modules,
+            open: false,
+        }
+    }
+}
+
 /// An upward import tolerated for now, with why (files relative to `src/`).
 #[derive(Debug, Clone, Copy)]
 pub struct Allowed {
@@ -68,6 +88,12 @@ pub struct Import {
     pub line: usize,
     /// The file that defines the module the path names.
     pub to: String,
+}
+
+/// [`check`] on the `src/` folder of the crate whose manifest folder is `manifest_dir`
+/// (`env!("CARGO_MANIFEST_DIR")` in that crate's `tests/layers.rs`).
+pub fn check_crate(manifest_dir: &str, floors: &[Floor], allowed: &[Allowed]) {
+    check(&Path::new(manifest_dir).join("src"), floors, allowed);
 }
 
 /// Checks the crate whose sources are `src`: every top-level module is on exactly one

@@ -13,9 +13,9 @@ use std::path::Path;
 use weir_layers::{Allowed, Floor};
 
 const FLOORS: &[Floor] = &[
-    Floor {
-        name: "leaves",
-        modules: &[
+    Floor::open(
+        "leaves",
+        &[
             "accesslog",
             "attempt",
             "check",
@@ -31,16 +31,11 @@ const FLOORS: &[Floor] = &[
             "timer",
             "wall",
         ],
-        open: true,
-    },
-    Floor {
-        name: "identity",
-        modules: &["auth"],
-        open: false,
-    },
-    Floor {
-        name: "policies",
-        modules: &[
+    ),
+    Floor::closed("identity", &["auth"]),
+    Floor::closed(
+        "policies",
+        &[
             "breaker",
             "concurrency",
             "quota",
@@ -48,33 +43,12 @@ const FLOORS: &[Floor] = &[
             "retry",
             "upstream",
         ],
-        open: false,
-    },
-    Floor {
-        name: "compiled set",
-        modules: &["policy"],
-        open: false,
-    },
-    Floor {
-        name: "file compiler",
-        modules: &["config"],
-        open: false,
-    },
-    Floor {
-        name: "runtime",
-        modules: &["runtime"],
-        open: false,
-    },
-    Floor {
-        name: "one request",
-        modules: &["flow"],
-        open: false,
-    },
-    Floor {
-        name: "engine",
-        modules: &["engine"],
-        open: false,
-    },
+    ),
+    Floor::closed("compiled set", &["policy"]),
+    Floor::closed("file compiler", &["config"]),
+    Floor::closed("runtime", &["runtime"]),
+    Floor::closed("one request", &["flow"]),
+    Floor::closed("engine", &["engine"]),
 ];
 
 /// Upward imports still to be undone: each reason says what should change. An entry that

@@ -172,43 +172,42 @@ fn tls_server_checked_against_the_ca_file() {
     });
 }
 
-#[test]
-fn cluster_with_a_password() {
-    let Some(c) =
-        weir_e2e::cluster::RedisCluster::start_with_password("cluster_with_a_password", PASSWORD)
-    else {
-        return;
-    };
-    let cluster = |password: Option<&str>| RedisSettings {
+/// Settings for cluster `c` with `password` and `tls`.
+fn cluster(
+    c: &weir_e2e::cluster::RedisCluster,
+    password: Option<&str>,
+    tls: Option<StoreTls>,
+) -> RedisSettings {
+    RedisSettings {
         cluster: c.seeds(),
         password: password.map(Secret::new),
-        ..settings(String::new())
-    };
-    two_calls(cluster(Some(PASSWORD))).unwrap();
-    refused(cluster(None));
-    refused(cluster(Some("wrong")));
-}
-
-#[test]
-fn tls_cluster_with_a_password() {
-    let Some(c) =
-        weir_e2e::cluster::RedisCluster::start_tls("tls_cluster_with_a_password", PASSWORD)
-    else {
-        return;
-    };
-    let ca = c.tls_ca().unwrap().to_path_buf();
-    let pem = std::fs::read(&ca).unwrap();
-    let cluster = |tls: Option<StoreTls>| RedisSettings {
-        cluster: c.seeds(),
-        password: Some(Secret::new(PASSWORD)),
         tls,
         ..settings(String::new())
+    }
+}
+
+/// A password-protected cluster in cleartext, then one speaking TLS only (clients,
+/// replication and the bus): the right credentials work, the wrong ones (and cleartext to
+/// TLS-only nodes, and TLS checked against the system roots) are refused.
+#[test]
+fn clusters_with_a_password_in_clear_and_over_tls() {
+    use weir_e2e::cluster::RedisCluster;
+    let test = "clusters_with_a_password_in_clear_and_over_tls";
+    let Some(c) = RedisCluster::start_with_password(test, PASSWORD) else {
+        return;
     };
-    two_calls(cluster(Some(StoreTls {
+    two_calls(cluster(&c, Some(PASSWORD), None)).unwrap();
+    refused(cluster(&c, None, None));
+    refused(cluster(&c, Some("wrong"), None));
+    drop(c);
+    let c = RedisCluster::start_tls(test, PASSWORD).expect("redis-server ran a moment ago");
+    let ca = c.tls_ca().unwrap().to_path_buf();
+    let pem = std::fs::read(&ca).unwrap();
+    let with = |tls| cluster(&c, Some(PASSWORD), tls);
+    two_calls(with(Some(StoreTls {
         ca: Some((ca, pem)),
     })))
     .unwrap();
-    // Cleartext to TLS-only nodes, and TLS against the system roots: refused.
-    refused(cluster(None));
-    refused(cluster(Some(StoreTls::default())));
+    refused(with(None));
+    refused(with(Some(StoreTls::default())));
 }
