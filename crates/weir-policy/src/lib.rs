@@ -68,6 +68,7 @@ mod metrics;
 mod outcome;
 mod response;
 mod secret;
+mod step;
 mod store;
 mod text;
 mod timer;
