@@ -331,3 +331,15 @@ fn _assert_send() {
     is_send::<Flow>();
     is_sync::<Engine>();
 }
+
+/// A frontend on a work-stealing runtime (Pingora's) holds `admit` across an `.await` in a
+/// `Send` future: the walk over the statically dispatched steps must stay `Send`.
+#[allow(dead_code)]
+fn _assert_admit_send(flow: &mut Flow) {
+    struct NoWait;
+    impl Timer for NoWait {
+        async fn sleep(&self, _d: std::time::Duration) {}
+    }
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&flow.admit(&NoWait));
+}

@@ -195,9 +195,10 @@ pub(crate) trait Step {
         cx: &mut StepCtx<'_, T>,
     ) -> Result<(), Refusal>;
 
-    /// Gives back or keeps what [`admit`](Step::admit) holds: `consume` when the request
-    /// was served (a quota unit is spent), not when a later step refused it. Called once
-    /// a later step refused, and when the request ends.
+    /// Lets go of what [`admit`](Step::admit) holds: kept as spent when `consume` (the
+    /// request went on; a quota unit is consumed), given back otherwise. Called when a
+    /// later step refused the request (`consume` false) and again when the request ends,
+    /// so a second call finds nothing held and does nothing.
     fn release(
         &mut self,
         _policy: &Self::Policy,
