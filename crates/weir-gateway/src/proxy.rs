@@ -195,6 +195,13 @@ async fn handle(
 ) -> bool {
     let framing = head.framing();
     let idle = settings.idle_timeout;
+    let mut x = Exchange {
+        w,
+        client,
+        head,
+        out,
+        idle,
+    };
     let info = RequestInfo {
         method: head.method(),
         path: head.target(),
@@ -210,14 +217,14 @@ async fn handle(
     let mut dec = BodyDecoder::new(framing);
 
     if let Admission::Respond(resp) = flow.admit(&MonoioTimer).await {
-        return respond(w, client, flow, resp, head, &dec, out, idle).await;
+        return respond(&mut x, flow, resp, &dec).await;
     }
 
     if head.expect_continue()
         && framing.has_body()
         && head.version() == Version::Http11
-        && client.buffered() == 0
-        && client
+        && x.client.buffered() == 0
+        && x.client
             .write_static(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
             .await
             .is_err()
@@ -229,9 +236,9 @@ async fn handle(
     // The request body, held up to the replay limit.
     let mut body = Vec::new();
     if framing.has_body()
-        && let Err(f) = read_body_prefix(client, &mut dec, &mut body, REPLAY_LIMIT, idle).await
+        && let Err(f) = read_body_prefix(x.client, &mut dec, &mut body, REPLAY_LIMIT, idle).await
     {
-        client_failed(client, flow, f, out, idle).await;
+        client_failed(x.client, flow, f, x.out, idle).await;
         return false;
     }
     let streaming = !dec.is_done();
@@ -245,12 +252,9 @@ async fn handle(
     loop {
         let attempt = match flow.next_attempt() {
             Ok(a) => a,
-            Err(resp) => return respond(w, client, flow, resp, head, &dec, out, idle).await,
+            Err(resp) => return respond(&mut x, flow, resp, &dec).await,
         };
-        let result = run_attempt(
-            w, &attempt, head, up_framing, &body, &mut dec, client, &mut flow, idle,
-        )
-        .await;
+        let result = run_attempt(&mut x, &attempt, up_framing, &body, &mut dec, &mut flow).await;
         let (report, got) = match result {
             Ok((up, resp)) => (
                 AttemptResult::Response {
@@ -260,7 +264,7 @@ async fn handle(
             ),
             Err(AttemptErr::Upstream(r)) => (r, None),
             Err(AttemptErr::Client(f)) => {
-                client_failed(client, flow, f, out, idle).await;
+                client_failed(x.client, flow, f, x.out, idle).await;
                 return false;
             }
         };
@@ -269,7 +273,7 @@ async fn handle(
                 let Some((up, resp)) = got else {
                     // The engine only forwards responses; unreachable with a correct engine.
                     let resp = flow.reject(Outcome::UpstreamUnavailable);
-                    return respond(w, client, flow, resp, head, &dec, out, idle).await;
+                    return respond(&mut x, flow, resp, &dec).await;
                 };
                 let fwd = Forwarding {
                     up,
@@ -277,7 +281,7 @@ async fn handle(
                     headers,
                     endpoint: attempt.endpoint,
                 };
-                return forward(w, client, head, flow, fwd, &dec, out, idle).await;
+                return forward(&mut x, flow, fwd, &dec).await;
             }
             Next::Retry { backoff } => {
                 drop(got);
@@ -287,25 +291,33 @@ async fn handle(
             }
             Next::Respond(resp) => {
                 drop(got);
-                return respond(w, client, flow, resp, head, &dec, out, idle).await;
+                return respond(&mut x, flow, resp, &dec).await;
             }
         }
     }
 }
 
+/// What every part of one request's exchange with the client uses: the worker, the client
+/// connection, the request head, the output buffer and the idle timeout. Borrowed, on the
+/// stack of [`handle`]; passed to [`respond`], [`run_attempt`] and [`forward`].
+struct Exchange<'a> {
+    w: &'a Worker,
+    client: &'a mut Conn,
+    head: &'a RequestHead,
+    out: &'a mut Vec<u8>,
+    idle: Duration,
+}
+
 /// Writes a response the engine built and finishes the flow. Returns whether the connection
 /// may carry another request.
-#[allow(clippy::too_many_arguments)]
 async fn respond(
-    w: &Worker,
-    client: &mut Conn,
+    x: &mut Exchange<'_>,
     flow: Flow,
     resp: GatewayResponse,
-    head: &RequestHead,
     dec: &BodyDecoder,
-    out: &mut Vec<u8>,
-    idle: Duration,
 ) -> bool {
+    let (w, head, idle) = (x.w, x.head, x.idle);
+    let (client, out) = (&mut *x.client, &mut *x.out);
     // An unread request body would be taken for the next request: close instead.
     let keep = head.keep_alive() && dec.is_done() && !w.shared.stopping();
     out.clear();
@@ -418,18 +430,16 @@ async fn stream_request_body(
 /// One upstream attempt: connect (or reuse), send the request, read the response head. The
 /// per-try timeout covers everything up to the response head, except the streaming of a body
 /// beyond the replay limit (which runs under `idle_timeout`; the per-try clock restarts after it).
-#[allow(clippy::too_many_arguments)]
 async fn run_attempt(
-    w: &Worker,
+    x: &mut Exchange<'_>,
     a: &Attempt,
-    head: &RequestHead,
     up_framing: BodyFraming,
     body: &[u8],
     dec: &mut BodyDecoder,
-    client: &mut Conn,
     flow: &mut Flow,
-    idle: Duration,
 ) -> Result<(Conn, ResponseHead), AttemptErr> {
+    let (w, head, idle) = (x.w, x.head, x.idle);
+    let client = &mut *x.client;
     use AttemptResult::{ConnectFailure, PerTryTimeout, ProtocolError, Reset};
     let fail = |r| Err(AttemptErr::Upstream(r));
     let streaming = !dec.is_done();
@@ -534,17 +544,9 @@ struct Forwarding {
 }
 
 /// Forwards the upstream response (head and streamed body) and finishes the flow.
-#[allow(clippy::too_many_arguments)]
-async fn forward(
-    w: &Worker,
-    client: &mut Conn,
-    head: &RequestHead,
-    flow: Flow,
-    fwd: Forwarding,
-    req_dec: &BodyDecoder,
-    out: &mut Vec<u8>,
-    idle: Duration,
-) -> bool {
+async fn forward(x: &mut Exchange<'_>, flow: Flow, fwd: Forwarding, req_dec: &BodyDecoder) -> bool {
+    let (w, head, idle) = (x.w, x.head, x.idle);
+    let (client, out) = (&mut *x.client, &mut *x.out);
     let Forwarding {
         mut up,
         resp,

@@ -1,37 +1,40 @@
 //! One request through the engine: admission, attempts, the final response, the record.
 //!
-//! [`Flow::admit`] is the sequence of the route's policy steps — auth
-//! ([`crate::auth::service`], decided in [`Flow::begin`](crate::Engine::begin) because the
-//! rate-limit key may name the verified consumer), rate limit
-//! ([`crate::ratelimit::service`]), concurrency ([`crate::concurrency::service`]), breaker
-//! ([`crate::breaker::service`]) — and [`Flow::on_attempt`] asks the retry step
-//! ([`crate::retry::service`]). The flow itself only carries the request's state between
-//! them and turns their answers into responses, metrics and the access-log record.
+//! Auth is decided when the request begins ([`crate::auth::service`], in
+//! [`Engine::begin`](crate::Engine::begin), because a key may name the verified consumer).
+//! Then [`Flow::admit`] walks the admission steps — quota gate, rate limit, concurrency,
+//! breaker — each a [`crate::step::Step`] whose per-request state lives in its policy's
+//! folder (`quota/step.rs`, `ratelimit/step.rs`, `concurrency/step.rs`, `breaker/step.rs`);
+//! the flow only lists them (`Steps`), in order. [`Flow::on_attempt`] asks the retry step
+//! ([`crate::retry::service`]). The flow itself owns what no step decides — the route, the
+//! request id, the deadline, the attempt loop, the fallback — and turns the steps'
+//! refusals into responses, metrics and the access-log record.
 
 use crate::accesslog::{AttemptRec, Record, rfc3339_ms};
 pub use crate::attempt::AttemptResult;
 use crate::auth::service::{Verified, authenticate, result_label};
-use crate::concurrency::service::Permit;
-use crate::descriptor::{self, Descriptor, DescriptorError, Headers};
+use crate::breaker::step::BreakerStep;
+use crate::concurrency::step::ConcurrencyStep;
+use crate::descriptor::{Descriptor, Headers};
 use crate::dur::secs_ceil;
 use crate::outcome::Outcome;
-use crate::policy::{Mode, UpstreamSettings};
-use crate::quota::ledger::Writer;
-use crate::quota::service::{Ask, Held};
-use crate::ratelimit::service::{Checked, Store};
+use crate::policy::UpstreamSettings;
+use crate::quota::step::QuotaStep;
+use crate::ratelimit::step::RateStep;
 use crate::response::{
     ErrorIds, GatewayResponse, NO_ROUTE_JSON, acceptable_request_id, error_response,
     fallback_response,
 };
-use crate::retry::service::RetryState;
+use crate::retry::service::{Ended, RetryState};
 use crate::runtime::{Live, RouteRuntime, Shared};
+use crate::step::{self, Refusal, StepCtx, StepEnv, StepRequest};
 use crate::text::HeaderText;
 use crate::timer::Timer;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use weir_core::{Deadline, Nanos, Rng, SplitMix64, Ticket};
+use weir_core::{Deadline, Nanos, Rng, SplitMix64};
 
 /// What the frontend knows about a request when it starts.
 #[derive(Clone, Copy)]
@@ -92,27 +95,128 @@ pub enum Next {
     Respond(GatewayResponse),
 }
 
-/// The rate-limit step's part of a request.
+/// The admission steps of a request, in the order [`Flow::admit`] walks them. Each
+/// step's state and behaviour live in its policy's folder (`quota/step.rs`, ...), behind
+/// the one shape of [`crate::step::Step`]; here they are only listed.
 #[derive(Default)]
-struct RateState {
-    descriptor: Option<Descriptor>,
-    remaining: Option<u64>,
-    bypassed: bool,
-    /// Shadow mode: the first would-be rejection.
-    shadow: Option<Outcome>,
-    /// Headers for every response of this request (RateLimit fields, bypass marker).
-    headers: Vec<(&'static str, HeaderText)>,
+struct Steps {
+    quota: QuotaStep,
+    rate: RateStep,
+    concurrency: ConcurrencyStep,
+    breaker: BreakerStep,
 }
 
-/// The quota step's part of a request.
-#[derive(Default)]
-struct QuotaState {
-    /// Key, cost and event id, read in `begin`.
-    ask: Option<Ask>,
-    /// The reservation until the request is settled.
-    held: Option<Held>,
-    /// The `"ROUTE.quota"` items, merged into the RateLimit fields after the rate limit.
-    headers: Vec<(&'static str, HeaderText)>,
+impl Steps {
+    /// When the request begins: each step reads its key and cost (auth has already run:
+    /// a key may name the verified consumer).
+    fn prepare(&mut self, r: &RouteRuntime, req: &StepRequest<'_>) -> Result<(), Outcome> {
+        let p = &r.policy;
+        step::prepare(&mut self.quota, p.quota.as_ref(), r.quota.as_ref(), req)?;
+        step::prepare(
+            &mut self.rate,
+            p.rate_limit.as_ref(),
+            r.rate_limit.as_ref(),
+            req,
+        )?;
+        step::prepare(
+            &mut self.concurrency,
+            p.concurrency.as_ref(),
+            r.concurrency.as_ref(),
+            req,
+        )?;
+        step::prepare(
+            &mut self.breaker,
+            p.breaker.as_ref(),
+            r.breaker.as_ref(),
+            req,
+        )
+    }
+
+    /// Admission: quota gate, rate limit (with any shaping delay), concurrency (with its
+    /// queue), breaker. The first refusal stops the walk.
+    async fn admit<T: Timer>(
+        &mut self,
+        r: &RouteRuntime,
+        cx: &mut StepCtx<'_, T>,
+    ) -> Result<(), Refusal> {
+        let p = &r.policy;
+        step::admit(&mut self.quota, p.quota.as_ref(), r.quota.as_ref(), cx).await?;
+        step::admit(
+            &mut self.rate,
+            p.rate_limit.as_ref(),
+            r.rate_limit.as_ref(),
+            cx,
+        )
+        .await?;
+        step::admit(
+            &mut self.concurrency,
+            p.concurrency.as_ref(),
+            r.concurrency.as_ref(),
+            cx,
+        )
+        .await?;
+        step::admit(
+            &mut self.breaker,
+            p.breaker.as_ref(),
+            r.breaker.as_ref(),
+            cx,
+        )
+        .await
+    }
+
+    /// What the steps hold goes back (`consume`: the quota unit is spent), latest first.
+    fn release(&mut self, r: &RouteRuntime, consume: bool, env: &StepEnv<'_>) {
+        let p = &r.policy;
+        step::release(
+            &mut self.breaker,
+            p.breaker.as_ref(),
+            r.breaker.as_ref(),
+            consume,
+            env,
+        );
+        step::release(
+            &mut self.concurrency,
+            p.concurrency.as_ref(),
+            r.concurrency.as_ref(),
+            consume,
+            env,
+        );
+        step::release(
+            &mut self.rate,
+            p.rate_limit.as_ref(),
+            r.rate_limit.as_ref(),
+            consume,
+            env,
+        );
+        step::release(
+            &mut self.quota,
+            p.quota.as_ref(),
+            r.quota.as_ref(),
+            consume,
+            env,
+        );
+    }
+}
+
+/// What every step of the request shares: built from the flow's fields (not `&self`, so
+/// the steps and the collected fields can be borrowed mutably beside it).
+fn step_env<'a>(
+    shared: &'a Shared,
+    live: &'a Live,
+    route: &'a RouteRuntime,
+    deadline: Deadline,
+) -> StepEnv<'a> {
+    StepEnv {
+        clock: &shared.clock,
+        deadline,
+        route_id: &route.policy.id,
+        metrics: &route.metrics,
+        store: &shared.store,
+        store_timeout: live.store_timeout(),
+        revision: live.revision,
+        instance: &live.set.server.instance,
+        bare: shared.bare,
+    }
 }
 
 /// The auth step's part of a request.
@@ -164,7 +268,6 @@ struct LogState {
     /// The client's address (behind trusted proxies: the one they named).
     client: Option<core::net::IpAddr>,
     attempts: Vec<AttemptRec>,
-    queue_ns: Nanos,
 }
 
 /// One request in progress. `Send`; holds its config snapshot, permit and log fields.
@@ -180,10 +283,10 @@ pub struct Flow {
     /// Decided before admission (no route, a key error).
     early: Option<Outcome>,
     auth: AuthState,
-    rate: RateState,
-    quota: QuotaState,
-    permit: Option<Permit>,
-    ticket: Option<Ticket>,
+    steps: Steps,
+    /// Header fields for every response of this request, collected by the steps
+    /// (`RateLimit` fields, the bypass marker).
+    fields: Vec<(&'static str, HeaderText)>,
     /// `None` without a route.
     retry: Option<RetryState>,
     attempt: AttemptState,
@@ -271,10 +374,8 @@ impl Flow {
             deadline: Deadline::new(now, Nanos::ZERO),
             early: None,
             auth: AuthState::default(),
-            rate: RateState::default(),
-            quota: QuotaState::default(),
-            permit: None,
-            ticket: None,
+            steps: Steps::default(),
+            fields: Vec::new(),
             retry: None,
             attempt: AttemptState {
                 number: 0,
@@ -327,61 +428,16 @@ impl Flow {
             headers: req.headers,
             verified: f.auth.verified.as_deref(),
         };
-        if let Some(q) = &p.quota {
-            let built = descriptor::build(
-                q,
-                &p.id,
-                req.method,
-                &with_identity,
-                client,
-                f.shared.table_key,
-            );
-            let asked = match built {
-                Ok(d) => crate::quota::service::ask(q, d.digest, req.headers)
-                    .map_err(|_| Outcome::BadRequest),
-                Err(DescriptorError::Empty) => Err(Outcome::EmptyKey),
-                Err(DescriptorError::TooLong) => Err(Outcome::KeyTooLong),
-            };
-            match asked {
-                Ok(a) => f.quota.ask = Some(a),
-                Err(o) => {
-                    f.early = Some(o);
-                    f.route = Some(route);
-                    return f;
-                }
-            }
-        }
-        if let Some(rl) = &p.rate_limit {
-            let fixed = route.rate_limit.as_ref().and_then(|r| r.fixed_digest);
-            let built = match fixed {
-                Some(digest) => digest.map(|digest| Descriptor {
-                    table_hash: descriptor::table_hash(digest, f.shared.table_key),
-                    digest,
-                }),
-                None => descriptor::build(
-                    rl,
-                    &p.id,
-                    req.method,
-                    &with_identity,
-                    client,
-                    f.shared.table_key,
-                ),
-            };
-            match built {
-                Ok(d) => f.rate.descriptor = Some(d),
-                Err(e) => {
-                    let outcome = match e {
-                        DescriptorError::Empty => Outcome::EmptyKey,
-                        DescriptorError::TooLong => Outcome::KeyTooLong,
-                    };
-                    if rl.mode == Mode::Shadow {
-                        f.rate.shadow = Some(outcome);
-                        route.metrics.shadow.inc();
-                    } else {
-                        f.early = Some(outcome);
-                    }
-                }
-            }
+        let req = StepRequest {
+            route_id: &p.id,
+            method: req.method,
+            headers: &with_identity,
+            client,
+            table_key: f.shared.table_key,
+            metrics: &route.metrics,
+        };
+        if let Err(o) = f.steps.prepare(&route, &req) {
+            f.early = Some(o);
         }
         f.route = Some(route);
         f
@@ -411,7 +467,7 @@ impl Flow {
 
     /// Time spent in the concurrency queue (the access log's `queue_ms`).
     pub fn queue_time(&self) -> Duration {
-        self.log.queue_ns.into()
+        self.steps.concurrency.queued.into()
     }
 
     fn route_id(&self) -> &str {
@@ -451,7 +507,7 @@ impl Flow {
             self.error_ids(),
             retry_after,
         );
-        r.headers.append(&mut self.rate.headers);
+        r.headers.append(&mut self.fields);
         if let Some(t) = retry_after {
             r.headers.push(("retry-after", HeaderText::from_u64(t)));
         }
@@ -464,8 +520,17 @@ impl Flow {
         self.live.error_ids(route, &self.request_id)
     }
 
+    /// The response to a step's refusal.
+    fn refuse(&mut self, r: Refusal) -> GatewayResponse {
+        if r.fallback {
+            self.fallback_or(r.outcome, r.retry_after)
+        } else {
+            self.reject_with(r.outcome, r.retry_after)
+        }
+    }
+
     /// The fallback when configured, else the gateway error.
-    fn fallback_or(&mut self, outcome: Outcome) -> GatewayResponse {
+    fn fallback_or(&mut self, outcome: Outcome, retry_after: Option<u64>) -> GatewayResponse {
         let fb = self.route.as_ref().and_then(|r| r.policy.fallback.clone());
         match fb {
             Some(f) => {
@@ -475,15 +540,16 @@ impl Flow {
                 }
                 let ids = self.error_ids();
                 let mut r = fallback_response(&f, outcome.as_str(), ids.instance, ids.request_id);
-                r.headers.append(&mut self.rate.headers);
+                r.headers.append(&mut self.fields);
                 r
             }
-            None => self.reject_with(outcome, None),
+            None => self.reject_with(outcome, retry_after),
         }
     }
 
-    /// The policy steps in order — rate limit (with any shaping delay), concurrency (with
-    /// its queue), breaker — each answering "go on" or the outcome to respond with.
+    /// The policy steps in order (quota gate, rate limit with any
+    /// shaping delay, concurrency with its queue, breaker), each answering "go on" or a
+    /// refusal, which this turns into the response.
     ///
     /// Waits use `timer` and count against the total deadline.
     pub async fn admit<T: Timer>(&mut self, timer: &T) -> Admission {
@@ -499,15 +565,20 @@ impl Flow {
         let Some(route) = self.route.clone() else {
             return Admission::Respond(self.reject_with(Outcome::NoRoute, None));
         };
-        let steps = async {
-            self.quota_gate(&route, timer).await?;
-            self.rate_limit(&route, timer).await?;
-            self.concurrency(&route, timer).await?;
-            self.breaker(&route)
+        let walked = {
+            let mut cx = StepCtx {
+                env: step_env(&self.shared, &self.live, &route, self.deadline),
+                timer,
+                fields: &mut self.fields,
+            };
+            self.steps.admit(&route, &mut cx).await
         };
-        if let Err(resp) = steps.await {
-            // A later gate rejected: the quota reservation goes back.
-            self.settle_quota(false);
+        if let Err(refusal) = walked {
+            let resp = self.refuse(refusal);
+            // A later step refused: what the earlier ones hold goes back (the quota
+            // reservation, the permit).
+            let env = step_env(&self.shared, &self.live, &route, self.deadline);
+            self.steps.release(&route, false, &env);
             return Admission::Respond(resp);
         }
         route.retry.deposit(self.now());
@@ -516,192 +587,21 @@ impl Flow {
         Admission::Proceed
     }
 
-    /// Step 1: the quota gate — reserve this request's cost (settled by
-    /// [`Flow::settle_quota`]), pass a repeated event id, or 429 `quota_exhausted`.
-    async fn quota_gate<T: Timer>(
-        &mut self,
-        route: &RouteRuntime,
-        timer: &T,
-    ) -> Result<(), GatewayResponse> {
-        let (Some(q), Some(ledger), Some(ask)) =
-            (&route.policy.quota, &route.quota, &self.quota.ask)
-        else {
-            return Ok(());
-        };
-        let gate = match q.scope {
-            crate::ratelimit::Scope::Local => crate::quota::service::gate(
-                q,
-                ledger,
-                &route.policy.id,
-                ask,
-                self.shared.clock.unix_secs(),
-                &route.metrics,
-            )
-            .map_err(|_| ()),
-            crate::ratelimit::Scope::Global => {
-                let cx = crate::quota::service::GlobalCtx {
-                    store: self.shared.store.load_full().map(|s| (*s).clone()),
-                    timeout: self.live.store_timeout(),
-                    timer,
-                    writer: Writer {
-                        revision: self.live.revision,
-                        instance: &self.live.set.server.instance,
-                        unix: self.shared.clock.unix_secs(),
-                    },
-                };
-                crate::quota::service::gate_global(
-                    q,
-                    ledger,
-                    &route.policy.id,
-                    ask,
-                    &route.metrics,
-                    cx,
-                )
-                .await
-                .map_err(|_| ())
-            }
-        };
-        let gate = match gate {
-            Ok(g) => g,
-            // The ledger's period file cannot be opened, or the global store failed with
-            // `on_store_error = "deny"`: fail closed.
-            Err(()) => return Err(self.reject_with(Outcome::RatelimitStoreUnavailable, None)),
-        };
-        self.quota.held = gate.held;
-        self.quota.headers = gate.headers;
-        match gate.exhausted {
-            None => Ok(()),
-            Some(t) => {
-                self.merge_quota_headers();
-                Err(self.reject_with(Outcome::QuotaExhausted, Some(t)))
-            }
-        }
-    }
-
-    /// The quota's RateLimit items join the rate limit's fields as their second item (or
-    /// are the only one).
-    fn merge_quota_headers(&mut self) {
-        for (name, item) in core::mem::take(&mut self.quota.headers) {
-            match self.rate.headers.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, v)) => *v = HeaderText::from(format!("{v}, {item}")),
-                None => self.rate.headers.push((name, item)),
-            }
-        }
-    }
-
     /// Settles the quota reservation once: consumed when the request was admitted by every
-    /// gate (`consume`), unless the breaker refused it or the fallback served it.
+    /// step (`consume`), unless the breaker refused it or the fallback served it.
     fn settle_quota(&mut self, consume: bool) {
-        let Some(held) = self.quota.held.take() else {
+        let Some(route) = self.route.as_deref() else {
             return;
         };
-        let Some(route) = self.route.clone() else {
-            return;
-        };
-        let consume =
-            consume && !matches!(self.outcome, Some(Outcome::Fallback | Outcome::CircuitOpen));
-        let w = Writer {
-            revision: self.live.revision,
-            instance: &self.live.set.server.instance,
-            unix: self.shared.clock.unix_secs(),
-        };
-        // A ledger write error leaves the unit counted in memory; the request goes on.
-        let _ = held.settle(consume, w, &route.metrics);
+        let consume = consume && self.quota_consumed();
+        let env = step_env(&self.shared, &self.live, route, self.deadline);
+        self.steps.quota.settle(consume, &env);
     }
 
-    /// Step 2: the rate limit (local or global).
-    async fn rate_limit<T: Timer>(
-        &mut self,
-        route: &RouteRuntime,
-        timer: &T,
-    ) -> Result<(), GatewayResponse> {
-        let (Some(rl), Some(rt), Some(desc)) = (
-            &route.policy.rate_limit,
-            &route.rate_limit,
-            self.rate.descriptor,
-        ) else {
-            self.merge_quota_headers();
-            return Ok(());
-        };
-        let store = Store {
-            // A local limit never asks the store: no reference-count round trip for it.
-            store: match rl.scope {
-                crate::ratelimit::Scope::Global => {
-                    self.shared.store.load_full().map(|s| (*s).clone())
-                }
-                crate::ratelimit::Scope::Local => None,
-            },
-            timeout: self.live.store_timeout(),
-            clock: &self.shared.clock,
-        };
-        let deadline = self.deadline;
-        let c: Checked = crate::ratelimit::service::check(
-            rl,
-            rt,
-            !self.bare(),
-            &route.policy.id,
-            (desc.table_hash, move || desc.digest_hex()),
-            store,
-            |now| deadline.remaining(now),
-            &route.metrics,
-            timer,
-        )
-        .await;
-        self.rate.remaining = c.remaining.or(self.rate.remaining);
-        self.rate.bypassed |= c.bypassed;
-        if self.rate.headers.is_empty() {
-            // The usual case: take the vector instead of copying it into a new one.
-            self.rate.headers = c.headers;
-        } else {
-            self.rate.headers.extend(c.headers);
-        }
-        self.merge_quota_headers();
-        if self.rate.shadow.is_none() {
-            self.rate.shadow = c.shadow;
-        }
-        match c.reject {
-            None => Ok(()),
-            Some((o, t)) => Err(self.reject_with(o, t)),
-        }
-    }
-
-    /// Step 3: a concurrency permit (perhaps after queueing).
-    async fn concurrency<T: Timer>(
-        &mut self,
-        route: &RouteRuntime,
-        timer: &T,
-    ) -> Result<(), GatewayResponse> {
-        let (Some(c), Some(cs)) = (&route.policy.concurrency, &route.concurrency) else {
-            return Ok(());
-        };
-        let start = self.now();
-        let res = cs.admit(c, self.deadline.remaining(start), timer).await;
-        self.log.queue_ns = self.now().saturating_sub(start);
-        match res {
-            Ok(permit) => {
-                self.permit = Some(permit);
-                Ok(())
-            }
-            Err(o) => Err(self.reject_with(o, None)),
-        }
-    }
-
-    /// Step 4 (and before every retry): a breaker ticket. An open breaker releases the
-    /// permit and answers with the fallback or `circuit_open`.
-    fn breaker(&mut self, route: &RouteRuntime) -> Result<(), GatewayResponse> {
-        let Some(b) = &route.breaker else {
-            return Ok(());
-        };
-        match b.admit(&route.metrics, self.now()) {
-            Ok(t) => {
-                self.ticket = Some(t);
-                Ok(())
-            }
-            Err(o) => {
-                self.permit = None;
-                Err(self.fallback_or(o))
-            }
-        }
+    /// Whether a request that got past the quota gate spends its units: not when the
+    /// breaker refused it or the fallback served it.
+    fn quota_consumed(&self) -> bool {
+        !matches!(self.outcome, Some(Outcome::Fallback | Outcome::CircuitOpen))
     }
 
     /// The next attempt, or the response to write when none may start (deadline spent).
@@ -715,12 +615,9 @@ impl Flow {
         }
         // Every attempt is a call the breaker guards: a retry needs its own ticket.
         if let Some(b) = &route.breaker
-            && self.ticket.is_none()
+            && let Err(r) = self.steps.breaker.ticket(b, &route.metrics, now)
         {
-            match b.admit(&route.metrics, now) {
-                Ok(t) => self.ticket = Some(t),
-                Err(o) => return Err(self.fallback_or(o)),
-            }
+            return Err(self.refuse(r));
         }
         let cfg = ns(route.policy.timeouts.per_try.0);
         let per_try = self.deadline.per_try(now, cfg);
@@ -817,20 +714,25 @@ impl Flow {
             let failed = !matches!(result, AttemptResult::Response { status } if status < 500);
             self.attempt.avoid = failed.then_some(i);
         }
-        if let (Some(b), Some(ticket)) = (&route.breaker, self.ticket.take()) {
-            b.record(&route.metrics, ticket, now, elapsed, &result);
+        if let Some(b) = &route.breaker {
+            self.steps
+                .breaker
+                .record(b, &route.metrics, now, elapsed, &result);
         }
 
         let p = &route.policy;
         let retry = self.retry.as_mut().and_then(|st| {
+            let ended = Ended {
+                result: &result,
+                attempts: self.attempt.number,
+                now,
+                deadline: &self.deadline,
+                min_try: ns(p.timeouts.min_try.0),
+            };
             route.retry.next(
                 &p.retry,
                 st,
-                &result,
-                self.attempt.number,
-                now,
-                &self.deadline,
-                ns(p.timeouts.min_try.0),
+                &ended,
                 || route.breaker.as_ref().is_some_and(|b| b.is_open(now)),
                 &route.metrics,
             )
@@ -854,7 +756,7 @@ impl Flow {
                         headers: Vec::new(),
                     };
                 }
-                let mut headers = Vec::with_capacity(3 + self.rate.headers.len());
+                let mut headers = Vec::with_capacity(3 + self.fields.len());
                 headers.push(("x-request-id", self.request_id.clone()));
                 if self.evidence() {
                     headers.extend([
@@ -865,13 +767,13 @@ impl Flow {
                         ("x-weir-instance", self.live.instance.clone()),
                     ]);
                 }
-                headers.extend(self.rate.headers.iter().cloned());
+                headers.extend(self.fields.iter().cloned());
                 // Consumed (and with sync = "always" on disk) before the response goes out.
                 self.settle_quota(true);
                 return Next::Forward { headers };
             }
             AttemptResult::ConnectFailure | AttemptResult::Reset | AttemptResult::ProtocolError => {
-                self.fallback_or(Outcome::UpstreamUnavailable)
+                self.fallback_or(Outcome::UpstreamUnavailable, None)
             }
             AttemptResult::PerTryTimeout => {
                 let o = if self.attempt.capped || self.deadline.expired(now) {
@@ -933,18 +835,18 @@ impl Flow {
         }
         self.finished = true;
         self.release_endpoint();
-        self.permit = None;
-        // Admitted by every gate and not settled yet (an error response, a client that
-        // went away): consumed, unless the breaker or the fallback answered.
-        self.settle_quota(true);
+        // The steps let go: the permit, an unused breaker ticket, and a quota reservation
+        // admitted by every step and not settled yet (an error response, a client that went
+        // away): consumed, unless the breaker or the fallback answered.
+        if let Some(route) = self.route.as_deref() {
+            let consume = self.quota_consumed();
+            let env = step_env(&self.shared, &self.live, route, self.deadline);
+            self.steps.release(route, consume, &env);
+        }
         let status = match (status, error) {
             (0, Some(e @ Outcome::ClientAborted)) => e.status(),
             _ => status,
         };
-        let breaker = self.route.as_ref().and_then(|r| r.breaker.as_ref());
-        if let (Some(t), Some(b)) = (self.ticket.take(), breaker) {
-            b.cancel(t);
-        }
         let outcome = self.outcome.unwrap_or(Outcome::Aborted);
         let now = self.now();
         let dur = now.saturating_sub(self.begin);
@@ -979,16 +881,21 @@ impl Flow {
             client: log.client,
             status,
             reason: self.outcome.filter(|o| *o != Outcome::Proxied),
-            key_digest: self.rate.descriptor.as_ref().map(Descriptor::digest_hex),
+            key_digest: self
+                .steps
+                .rate
+                .descriptor
+                .as_ref()
+                .map(Descriptor::digest_hex),
             consumer_digest: self.auth.verified.as_ref().map(|v| v.consumer_digest()),
             scope: rl.map(|r| r.scope.as_str()),
-            remaining: self.rate.remaining,
+            remaining: self.steps.rate.remaining,
             attempts: log.attempts,
-            queue_ms: log.queue_ns.as_millis(),
+            queue_ms: self.steps.concurrency.queued.as_millis(),
             duration_ms: dur.as_millis(),
             revision: self.live.revision,
-            shadow: self.rate.shadow,
-            ratelimit: self.rate.bypassed.then_some("bypassed"),
+            shadow: self.steps.rate.shadow,
+            ratelimit: self.steps.rate.bypassed.then_some("bypassed"),
             error: error.or(self.outcome.is_none().then_some(Outcome::Aborted)),
         };
         self.shared.log.write(&rec);

@@ -26,6 +26,7 @@ const FLOORS: &[Floor] = &[
             "outcome",
             "response",
             "secret",
+            "step",
             "store",
             "text",
             "timer",

@@ -3,5 +3,6 @@
 
 pub(crate) mod layer;
 pub(crate) mod service;
+pub(crate) mod step;
 
 pub use layer::BreakerPolicy;

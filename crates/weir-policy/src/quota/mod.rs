@@ -7,6 +7,7 @@ pub(crate) mod admin;
 pub(crate) mod layer;
 pub(crate) mod ledger;
 pub(crate) mod service;
+pub(crate) mod step;
 
 pub use layer::{Cost, QuotaPolicy, QuotaSettings, SyncPolicy};
 

@@ -5,5 +5,6 @@ pub(crate) mod bypass;
 pub(crate) mod layer;
 pub(crate) mod local;
 pub(crate) mod service;
+pub(crate) mod step;
 
 pub use layer::{KeyPart, Mode, OnStoreError, RateLimitPolicy, Scope};

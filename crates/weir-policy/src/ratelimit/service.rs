@@ -5,15 +5,15 @@
 use super::bypass::{Bypass, OnFailure, Params};
 use super::layer::{Mode, OnStoreError, RateLimitPolicy, Scope};
 use super::local::{KeyedLimiter, keyed_limiter};
-use crate::descriptor::DescriptorError;
-use crate::metrics::RouteMetrics;
+use crate::descriptor::{Descriptor, DescriptorError};
 use crate::outcome::Outcome;
+use crate::step::StepCtx;
 use crate::store::{GlobalStore, StoreError, StoreErrorKind, StoreRequest, store_key};
 use crate::text::HeaderText;
 use crate::timer::{Either, Timer, select};
 use std::sync::Arc;
 use std::time::Duration;
-use weir_core::{Clock, Decision, Limit, Nanos, Verdict};
+use weir_core::{Clock, Decision, Limit, Verdict};
 
 /// A route's local keyed table, with the parameters it was built for.
 pub(crate) struct LocalTable {
@@ -93,33 +93,38 @@ pub(crate) struct Checked {
     pub reject: Option<(Outcome, Option<u64>)>,
 }
 
-/// The rate-limit step: one acquisition (local table or global store) for the request's
-/// descriptor (`key`: its table hash, and its digest for the store), then the `RateLimit`
-/// fields (when `p.headers` and `fields`: a simulation's engine sends no headers), the
-/// verdict and any shaping delay (slept on `timer`; it counts against the deadline, whose
-/// rest is `budget`).
+/// The rate-limit check: one acquisition (local table or global store) for the request's
+/// descriptor, then the `RateLimit` fields (when `p.headers`, and not on a simulation's
+/// bare engine), the verdict and any shaping delay (slept on `cx.timer`; it counts against
+/// the deadline).
 ///
 /// A leaky-bucket delay that would end after the total deadline is answered at once with
 /// 429 `rate_limited` (`Retry-After` = the delay): the request could not be served in its
 /// budget, and the client learns when its turn would come, rather than waiting for a
 /// certain 504.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn check<T: Timer>(
     p: &RateLimitPolicy,
     rt: &RateLimiter,
-    fields: bool,
-    route_id: &str,
-    key: (u64, impl FnOnce() -> String),
-    store: Store<'_>,
-    deadline: impl Fn(Nanos) -> Nanos,
-    metrics: &RouteMetrics,
-    timer: &T,
+    key: Descriptor,
+    cx: &StepCtx<'_, T>,
 ) -> Checked {
+    let route_id = cx.route_id;
+    let metrics = cx.metrics;
+    let timer = cx.timer;
+    let store = Store {
+        // A local limit never asks the store: no reference-count round trip for it.
+        store: match p.scope {
+            Scope::Global => cx.store(),
+            Scope::Local => None,
+        },
+        timeout: cx.store_timeout,
+        clock: cx.clock,
+    };
     let mut out = Checked::default();
     let shadow = p.mode == Mode::Shadow;
     let decision = match (&rt.local, p.scope) {
         (Some(t), _) => {
-            let a = t.limiter.acquire(key.0, store.clock.now(), 1);
+            let a = t.limiter.acquire(key.table_hash, store.clock.now(), 1);
             if a.overflow {
                 metrics.overflow.inc();
             }
@@ -128,7 +133,7 @@ pub(crate) async fn check<T: Timer>(
         (None, Scope::Local) => None,
         (None, Scope::Global) => {
             let req = StoreRequest {
-                key: store_key(route_id, &(key.1)()),
+                key: store_key(route_id, &key.digest_hex()),
                 route: route_id.to_string(),
                 limit: p.limit,
                 cost: 1,
@@ -149,13 +154,15 @@ pub(crate) async fn check<T: Timer>(
             // Fail-open that expires: past `allow_for`, the shard's keys fail closed.
             let on_error = match (&answer, tracked) {
                 (Ok(d), Some((b, params))) => {
-                    b.success(shard, key.0, d.remaining, now, params);
+                    b.success(shard, key.table_hash, d.remaining, now, params);
                     p.on_store_error
                 }
-                (Err(_), Some((b, params))) => match b.failure(shard, key.0, now, params) {
-                    OnFailure::Bypass => OnStoreError::Allow,
-                    OnFailure::Expired => OnStoreError::Deny,
-                },
+                (Err(_), Some((b, params))) => {
+                    match b.failure(shard, key.table_hash, now, params) {
+                        OnFailure::Bypass => OnStoreError::Allow,
+                        OnFailure::Expired => OnStoreError::Deny,
+                    }
+                }
                 _ => p.on_store_error,
             };
             match answer {
@@ -184,7 +191,8 @@ pub(crate) async fn check<T: Timer>(
     };
     let Some(d) = decision else { return out };
     out.remaining = Some(d.remaining);
-    let over_budget = matches!(d.verdict, Verdict::Delay(dl) if dl > deadline(store.clock.now()));
+    let over_budget =
+        matches!(d.verdict, Verdict::Delay(dl) if dl > cx.deadline.remaining(store.clock.now()));
     let rejected = d.verdict == Verdict::Reject || over_budget;
     let t = if d.verdict == Verdict::Reject {
         d.retry_after.as_secs_ceil().max(1)
@@ -193,7 +201,7 @@ pub(crate) async fn check<T: Timer>(
     } else {
         d.reset_after.as_secs_ceil()
     };
-    if p.headers && fields {
+    if p.headers && !cx.bare {
         out.headers.reserve_exact(2);
         out.headers
             .push(("ratelimit-policy", rt.policy_header.clone()));

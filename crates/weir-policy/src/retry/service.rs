@@ -60,23 +60,25 @@ impl Retry {
         }
     }
 
-    /// The retry step: `Some(backoff)` when attempt number `attempts` (just finished with
-    /// `result`) may be followed by another — the result is retryable, attempts are left,
-    /// the request may be replayed, the backoff and one useful try fit in the deadline,
-    /// the breaker is not open, and the budget has a retry.
-    #[allow(clippy::too_many_arguments)]
+    /// The retry step: `Some(backoff)` when the attempt that just ended (`ended`) may be
+    /// followed by another — the result is retryable, attempts are left, the request may
+    /// be replayed, the backoff and one useful try fit in the deadline, the breaker is not
+    /// open, and the budget has a retry.
     pub(crate) fn next(
         &self,
         p: &RetryPolicy,
         st: &mut RetryState,
-        result: &AttemptResult,
-        attempts: u32,
-        now: Nanos,
-        deadline: &Deadline,
-        min_try: Nanos,
+        ended: &Ended<'_>,
         breaker_open: impl FnOnce() -> bool,
         metrics: &RouteMetrics,
     ) -> Option<Nanos> {
+        let Ended {
+            result,
+            attempts,
+            now,
+            deadline,
+            min_try,
+        } = *ended;
         if !p.on.matches(result) || attempts >= p.max_attempts || !st.idempotent || !st.replayable {
             return None;
         }
@@ -96,6 +98,21 @@ impl Retry {
         st.backoff = seq;
         Some(delay)
     }
+}
+
+/// The attempt that just ended, as the retry step sees it.
+#[derive(Clone, Copy)]
+pub(crate) struct Ended<'a> {
+    /// What it produced.
+    pub result: &'a AttemptResult,
+    /// Attempts made so far (its 1-based number).
+    pub attempts: u32,
+    /// Now.
+    pub now: Nanos,
+    /// The request's total deadline.
+    pub deadline: &'a Deadline,
+    /// `timeouts.min_try`: the least time a retry must have left to be worth starting.
+    pub min_try: Nanos,
 }
 
 /// One request's retry state.
