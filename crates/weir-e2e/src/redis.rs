@@ -147,3 +147,29 @@ fn spawn(port: u16, password: Option<&str>, limit: Duration) -> Option<Child> {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The lease bound, checked: over `span` seconds a fleet of `instances`, each taking up to
+/// `lease` tokens per round trip from one bucket of `rate`/s and `burst`, admitted
+/// `admitted` — at most the exact single-bucket ideal plus `instances × lease`, and at least
+/// `used_share` of the ideal (the limit is used, not starved by expiring leases). Prints the
+/// figures; panics naming them when a side fails.
+pub fn assert_lease_bound(
+    admitted: u64,
+    (rate, burst, span): (u64, u64, f64),
+    (instances, lease): (u64, u64),
+    used_share: f64,
+) {
+    let ideal = burst as f64 + rate as f64 * span;
+    let bound = ideal + (instances * lease) as f64;
+    eprintln!(
+        "lease {lease}: admitted {admitted} over {span:.3}s, ideal {ideal:.1}, bound {bound:.1}"
+    );
+    assert!(
+        admitted as f64 <= bound,
+        "admitted {admitted} > ideal {ideal:.1} + {instances} instances x lease {lease}"
+    );
+    assert!(
+        admitted as f64 >= used_share * ideal,
+        "the limit is used: admitted only {admitted} of ideal {ideal:.1}"
+    );
+}

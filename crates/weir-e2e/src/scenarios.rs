@@ -1574,19 +1574,12 @@ pub fn global_lease_over_admission_bounded_under_load(bin: &Path) {
             })
     });
     let span = start.elapsed().as_secs_f64();
-    let ideal = f64::from(burst) + f64::from(rate) * span;
-    let bound = ideal + (instances * lease) as f64;
-    eprintln!(
-        "global lease {lease}: admitted {admitted} in {span:.2}s; ideal {ideal:.1}; bound {bound:.1}; other {other:?}"
-    );
     assert!(other.is_empty(), "only 200 and 429 expected: {other:?}");
-    assert!(
-        admitted as f64 <= bound,
-        "admitted {admitted} > bound {bound:.1}"
-    );
-    assert!(
-        admitted as f64 >= 0.6 * ideal,
-        "the limit is used: admitted {admitted} of ideal {ideal:.1}"
+    crate::redis::assert_lease_bound(
+        admitted,
+        (u64::from(rate), u64::from(burst), span),
+        (instances, lease),
+        0.6,
     );
     assert_eq!(
         blue.stats().path("/ok"),

@@ -109,27 +109,14 @@ struct Steps {
 impl Steps {
     /// When the request begins: each step reads its key and cost (auth has already run:
     /// a key may name the verified consumer).
-    fn prepare(&mut self, r: &RouteRuntime, req: &StepRequest<'_>) -> Result<(), Outcome> {
-        let p = &r.policy;
-        step::prepare(&mut self.quota, p.quota.as_ref(), r.quota.as_ref(), req)?;
-        step::prepare(
-            &mut self.rate,
-            p.rate_limit.as_ref(),
-            r.rate_limit.as_ref(),
-            req,
-        )?;
-        step::prepare(
-            &mut self.concurrency,
-            p.concurrency.as_ref(),
-            r.concurrency.as_ref(),
-            req,
-        )?;
-        step::prepare(
-            &mut self.breaker,
-            p.breaker.as_ref(),
-            r.breaker.as_ref(),
-            req,
-        )
+    fn prepare(&mut self, r: &RouteRuntime, q: &StepRequest<'_>) -> Result<(), Outcome> {
+        let (p, s) = (&r.policy, self);
+        step::prepare(&mut s.quota, p.quota.as_ref(), r.quota.as_ref(), q)?;
+        let rate = (p.rate_limit.as_ref(), r.rate_limit.as_ref());
+        step::prepare(&mut s.rate, rate.0, rate.1, q)?;
+        let conc = (p.concurrency.as_ref(), r.concurrency.as_ref());
+        step::prepare(&mut s.concurrency, conc.0, conc.1, q)?;
+        step::prepare(&mut s.breaker, p.breaker.as_ref(), r.breaker.as_ref(), q)
     }
 
     /// Admission: quota gate, rate limit (with any shaping delay), concurrency (with its
@@ -137,64 +124,26 @@ impl Steps {
     async fn admit<T: Timer>(
         &mut self,
         r: &RouteRuntime,
-        cx: &mut StepCtx<'_, T>,
+        c: &mut StepCtx<'_, T>,
     ) -> Result<(), Refusal> {
-        let p = &r.policy;
-        step::admit(&mut self.quota, p.quota.as_ref(), r.quota.as_ref(), cx).await?;
-        step::admit(
-            &mut self.rate,
-            p.rate_limit.as_ref(),
-            r.rate_limit.as_ref(),
-            cx,
-        )
-        .await?;
-        step::admit(
-            &mut self.concurrency,
-            p.concurrency.as_ref(),
-            r.concurrency.as_ref(),
-            cx,
-        )
-        .await?;
-        step::admit(
-            &mut self.breaker,
-            p.breaker.as_ref(),
-            r.breaker.as_ref(),
-            cx,
-        )
-        .await
+        let (p, s) = (&r.policy, self);
+        step::admit(&mut s.quota, p.quota.as_ref(), r.quota.as_ref(), c).await?;
+        let rate = (p.rate_limit.as_ref(), r.rate_limit.as_ref());
+        step::admit(&mut s.rate, rate.0, rate.1, c).await?;
+        let conc = (p.concurrency.as_ref(), r.concurrency.as_ref());
+        step::admit(&mut s.concurrency, conc.0, conc.1, c).await?;
+        step::admit(&mut s.breaker, p.breaker.as_ref(), r.breaker.as_ref(), c).await
     }
 
     /// What the steps hold goes back (`consume`: the quota unit is spent), latest first.
-    fn release(&mut self, r: &RouteRuntime, consume: bool, env: &StepEnv<'_>) {
-        let p = &r.policy;
-        step::release(
-            &mut self.breaker,
-            p.breaker.as_ref(),
-            r.breaker.as_ref(),
-            consume,
-            env,
-        );
-        step::release(
-            &mut self.concurrency,
-            p.concurrency.as_ref(),
-            r.concurrency.as_ref(),
-            consume,
-            env,
-        );
-        step::release(
-            &mut self.rate,
-            p.rate_limit.as_ref(),
-            r.rate_limit.as_ref(),
-            consume,
-            env,
-        );
-        step::release(
-            &mut self.quota,
-            p.quota.as_ref(),
-            r.quota.as_ref(),
-            consume,
-            env,
-        );
+    fn release(&mut self, r: &RouteRuntime, consume: bool, e: &StepEnv<'_>) {
+        let (p, s, k) = (&r.policy, self, consume);
+        step::release(&mut s.breaker, p.breaker.as_ref(), r.breaker.as_ref(), k, e);
+        let conc = (p.concurrency.as_ref(), r.concurrency.as_ref());
+        step::release(&mut s.concurrency, conc.0, conc.1, k, e);
+        let rate = (p.rate_limit.as_ref(), r.rate_limit.as_ref());
+        step::release(&mut s.rate, rate.0, rate.1, k, e);
+        step::release(&mut s.quota, p.quota.as_ref(), r.quota.as_ref(), k, e);
     }
 }
 

@@ -220,19 +220,11 @@ fn lease_over_admission_is_bounded() {
         hs.into_iter().map(|h| h.join().unwrap()).sum()
     });
     let span = start.elapsed().as_secs_f64();
-    let ideal = burst as f64 + rate as f64 * span;
-    let bound = ideal + (stores.len() as u64 * lease) as f64;
-    eprintln!(
-        "lease {lease}: admitted {admitted} over {span:.3}s, ideal {ideal:.1}, bound {bound:.1}"
-    );
-    assert!(
-        admitted as f64 <= bound,
-        "admitted {admitted} > ideal {ideal:.1} + instances x lease {lease}"
-    );
-    // And the limit is actually being used (not starved by expiring leases).
-    assert!(
-        admitted as f64 >= 0.5 * ideal,
-        "admitted only {admitted} of ideal {ideal:.1}"
+    weir_e2e::redis::assert_lease_bound(
+        admitted,
+        (rate, burst, span),
+        (stores.len() as u64, lease),
+        0.5,
     );
 }
 

@@ -8,8 +8,8 @@ use super::ledger::{RouteLedger, Writer};
 use super::service::{Ask, GlobalCtx, Held, ask, gate, gate_global};
 use crate::descriptor::{self, DescriptorError};
 use crate::outcome::Outcome;
-use crate::store::Scope;
 use crate::step::{Refusal, Step, StepCtx, StepEnv, StepRequest};
+use crate::store::Scope;
 use crate::timer::Timer;
 use std::sync::Arc;
 
