@@ -225,8 +225,9 @@ pub struct Flow {
     live: Arc<Live>,
     route: Option<Arc<RouteRuntime>>,
     request_id: HeaderText,
-    /// `X-Forwarded-For` for the upstream: the client's list with the peer appended.
-    forwarded_for: Option<HeaderText>,
+    /// The TCP peer and the `X-Forwarded-For` list the request came with (empty: none; no
+    /// allocation then), from which an attempt's `X-Forwarded-For` is made.
+    forwarded: (Option<core::net::IpAddr>, String),
     begin: Nanos,
     deadline: Deadline,
     /// Decided before admission (no route, a key error).
@@ -251,11 +252,9 @@ fn ns(d: Duration) -> Nanos {
     Nanos::from(d)
 }
 
-/// The `X-Forwarded-For` an upstream gets: the list the request came with (every line, in
-/// order) with the TCP peer appended, as every proxy in a chain does; `None` without a
-/// peer address.
-fn forwarded_for(peer: Option<core::net::IpAddr>, headers: &dyn Headers) -> Option<HeaderText> {
-    let peer = peer?;
+/// The `X-Forwarded-For` list a request came with (every line, in order, joined by `", "`,
+/// with a trailing `", "`); empty — and not allocated — when it has none, the usual case.
+fn forwarded_in(headers: &dyn Headers) -> String {
     let mut v = String::new();
     headers.for_each("x-forwarded-for", &mut |line| {
         if let Ok(line) = core::str::from_utf8(line) {
@@ -266,7 +265,17 @@ fn forwarded_for(peer: Option<core::net::IpAddr>, headers: &dyn Headers) -> Opti
             }
         }
     });
+    v
+}
+
+/// The `X-Forwarded-For` an upstream gets: the list the request came with with the TCP peer
+/// appended, as every proxy in a chain does; `None` without a peer address. Made per
+/// attempt, so a request refused before any attempt (a 429) never formats it.
+fn forwarded_for((peer, inbound): &(Option<core::net::IpAddr>, String)) -> Option<HeaderText> {
     use core::fmt::Write as _;
+    let peer = (*peer)?;
+    let mut v = String::with_capacity(inbound.len() + 40);
+    v.push_str(inbound);
     let _ = write!(v, "{peer}");
     Some(HeaderText::from(v))
 }
@@ -301,10 +310,11 @@ impl Flow {
             req.headers,
             &live.set.server.trusted_proxies,
         );
-        let forwarded_for = if shared.bare {
-            None
+        // A bare flow (a simulation) sends no header.
+        let forwarded = if shared.bare {
+            (None, String::new())
         } else {
-            forwarded_for(req.client_ip, req.headers)
+            (req.client_ip, forwarded_in(req.headers))
         };
         let route = live
             .set
@@ -318,7 +328,7 @@ impl Flow {
             live,
             route: None,
             request_id,
-            forwarded_for,
+            forwarded,
             begin: now,
             deadline: Deadline::new(now, Nanos::ZERO),
             early: None,
@@ -616,8 +626,8 @@ impl Flow {
         let mut request_headers = Vec::with_capacity(5);
         request_headers.push(("x-request-id", self.request_id.clone()));
         request_headers.push(("x-weir-budget-ms", budget));
-        if let Some(xff) = &self.forwarded_for {
-            request_headers.push(("x-forwarded-for", xff.clone()));
+        if let Some(xff) = forwarded_for(&self.forwarded) {
+            request_headers.push(("x-forwarded-for", xff));
             // Cleartext listeners only, so far.
             request_headers.push(("x-forwarded-proto", HeaderText::from_static("http")));
         }
