@@ -52,6 +52,12 @@ impl WallClock {
         Nanos::new(u64::try_from(t.max(0)).unwrap_or(u64::MAX))
     }
 
+    /// Wall time minus the monotonic instant, in nanoseconds: fixed for the clock's life, so
+    /// what dates instants later (bypass episodes) reads it without reading the clock.
+    pub(crate) fn wall_offset(&self) -> i128 {
+        self.offset
+    }
+
     /// Unix seconds now (JWT times, quota periods).
     pub(crate) fn unix_secs(&self) -> u64 {
         self.unix().as_u64() / 1_000_000_000

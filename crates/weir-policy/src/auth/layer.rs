@@ -14,7 +14,6 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -202,11 +201,6 @@ fn random_key() -> (u64, u64) {
     (a.finish(), b.finish())
 }
 
-/// Where a key file named in the config lives: relative to the config file.
-fn resolve(origin: &str, file: &str) -> PathBuf {
-    crate::check::resolve(origin, file)
-}
-
 fn parse_alg(s: &str) -> Option<Algorithm> {
     use std::str::FromStr;
     // `none` and unknown names are not algorithms jsonwebtoken knows.
@@ -331,7 +325,7 @@ pub(crate) fn compile_identity(
         }
     };
     let read_file = |key: &str, file: &str| -> R<String> {
-        let path = resolve(ctx.origin, file);
+        let path = ctx.relative(file);
         std::fs::read_to_string(&path).map_err(|e| {
             ctx.err(
                 format!("{k}.{key}"),

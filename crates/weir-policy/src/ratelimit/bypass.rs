@@ -78,7 +78,7 @@ pub(crate) struct Params<'a> {
     pub limit: &'a Limit,
     pub max_keys: u64,
     pub allow_for: Nanos,
-    /// The engine clock's wall time minus its instant (`Clock::unix() - Clock::now()`), so
+    /// The engine clock's wall time minus its instant (`WallClock::wall_offset`), so
     /// episodes are dated by the engine's clock, simulated or real.
     pub wall_offset: i128,
 }

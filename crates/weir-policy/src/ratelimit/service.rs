@@ -144,8 +144,7 @@ pub(crate) async fn check<T: Timer>(
                     limit: &p.limit,
                     max_keys: p.max_keys,
                     allow_for: d.nanos(),
-                    wall_offset: i128::from(store.clock.unix().as_u64())
-                        - i128::from(store.clock.now().as_u64()),
+                    wall_offset: cx.clock.wall_offset(),
                 };
                 (b, params)
             });
